@@ -1,0 +1,32 @@
+// Per-request generation settings, named as in vLLM's SamplingParams.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gemmaserve {
+
+struct SamplingParams {
+  int n = 1;
+  int max_tokens = 16;
+  int min_tokens = 0;
+  double temperature = 1.0;  // 0 = greedy (argmax, ties to the lower id)
+  double top_p = 1.0;
+  int top_k = 0;  // 0 or -1 = off
+  double min_p = 0.0;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
+  std::optional<int> logprobs;         // top-K of the raw model distribution per generated token
+  std::optional<int> prompt_logprobs;  // top-K per prompt position (first is null)
+  bool skip_special_tokens = true;
+
+  // Throws InputError naming the field when a value is out of range.
+  void validate(int vocab_size) const;
+};
+
+}  // namespace gemmaserve

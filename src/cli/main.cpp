@@ -1,0 +1,61 @@
+// gemmaserve command-line entry point: dispatches subcommands and turns errors into exit codes.
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/generate_command.h"
+#include "cli/make_test_model_command.h"
+#include "cli/tokenize_command.h"
+#include "core/error.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gemmaserve <command> [options]\n"
+    "commands:\n"
+    "  generate MODEL_DIR        generate from text or token-id prompts\n"
+    "  tokenize --tokenizer P    print the token ids of a text\n"
+    "  detokenize --tokenizer P  print the text of token ids\n"
+    "  export-tokenizer          write a Hugging Face tokenizer.json from a GGUF vocabulary\n"
+    "  make-test-model           write a random-weight checkpoint of a Gemma 4 variant\n"
+    "  --version                 print the version\n"
+    "run 'gemmaserve <command> --help' for a command's options\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using Command = std::function<int(const std::vector<std::string>&)>;
+  const std::map<std::string, Command> commands = {
+      {"generate", gemmaserve::run_generate_command},
+      {"tokenize", gemmaserve::run_tokenize_command},
+      {"detokenize", gemmaserve::run_detokenize_command},
+      {"export-tokenizer", gemmaserve::run_export_tokenizer_command},
+      {"make-test-model", gemmaserve::run_make_test_model_command},
+  };
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  if (name == "--version") {
+    std::printf("gemmaserve %s\n", GEMMASERVE_VERSION);
+    return 0;
+  }
+  auto it = commands.find(name);
+  if (it == commands.end()) {
+    std::fprintf(stderr, "gemmaserve: unknown command '%s'\n%s", name.c_str(), kUsage);
+    return 2;
+  }
+  try {
+    return it->second(std::vector<std::string>(argv + 2, argv + argc));
+  } catch (const gemmaserve::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,121 @@
+#include "core/dtype.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace gemmaserve {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16: return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kF16: return "F16";
+    case DType::kBF16: return "BF16";
+    case DType::kF64: return "F64";
+    case DType::kI64: return "I64";
+    case DType::kI32: return "I32";
+    case DType::kI16: return "I16";
+    case DType::kI8: return "I8";
+    case DType::kU8: return "U8";
+    case DType::kBool: return "BOOL";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& name, DType* out) {
+  static const struct {
+    const char* name;
+    DType dtype;
+  } kTable[] = {{"F32", DType::kF32}, {"F16", DType::kF16},   {"BF16", DType::kBF16},
+                {"F64", DType::kF64}, {"I64", DType::kI64},   {"I32", DType::kI32},
+                {"I16", DType::kI16}, {"I8", DType::kI8},     {"U8", DType::kU8},
+                {"BOOL", DType::kBool}};
+  for (const auto& e : kTable) {
+    if (name == e.name) {
+      *out = e.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  uint32_t absu = u & 0x7fffffffu;
+  if (absu > 0x7f800000u) return sign | 0x7e00;           // NaN
+  if (absu >= 0x477ff000u) return sign | 0x7c00;          // overflow to inf (rounded)
+  if (absu < 0x38800000u) {                                // subnormal or zero in f16
+    float a = std::bit_cast<float>(absu);
+    // Scale so the f16 subnormal unit (2^-24) becomes 1, then round to nearest even.
+    float scaled = a * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t exp = (absu >> 23) - 127 + 15;
+  uint32_t mant = absu & 0x7fffff;
+  uint32_t half = exp << 10 | mant >> 13;
+  uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;
+  return sign | static_cast<uint16_t>(half);
+}
+
+void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
+  if (n == 0) return;  // empty tensors may have null data
+  switch (dtype) {
+    case DType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::kBF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::kF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    default:
+      throw InputError(std::string("cannot convert dtype ") + dtype_name(dtype) + " to float");
+  }
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,33 @@
+// Dense matrix product against checkpoint-layout weights: Y[T, N] = X[T, K] · W[N, K]ᵀ.
+// W may be f32, bf16 or f16; accumulation is f32. Every output element is reduced in a fixed
+// order that depends only on K, so results are independent of T, of the thread count and of
+// which other rows share the call (batch invariance).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace gemmaserve::cpu {
+
+struct MatmulArgs {
+  const float* x = nullptr;  // [T, K] with row stride ldx
+  size_t ldx = 0;
+  const void* w = nullptr;  // [N, K] row-major, contiguous rows, dtype w_dtype
+  DType w_dtype = DType::kF32;
+  float* y = nullptr;  // [T, N] with row stride ldy
+  size_t ldy = 0;
+  int64_t t = 0;  // rows of X
+  int64_t k = 0;  // reduction length
+  int64_t n = 0;  // rows of W = output columns
+};
+
+// Runs on `pool` (nullptr = calling thread only), split statically over N.
+void matmul(const MatmulArgs& args, ThreadPool* pool);
+
+// The f32 dot product every kernel here uses (fixed lane-wise reduction order).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+}  // namespace gemmaserve::cpu

@@ -1,0 +1,413 @@
+#include "model/config.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "io/json_file.h"
+
+namespace gemmaserve {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kSupportedArchitectures = {
+    "Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4Model", "Gemma4TextModel"};
+
+// Typed field access with errors naming the file and the field; absent or null → fallback.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, std::string source, std::string path)
+      : obj_(obj), source_(std::move(source)), path_(std::move(path)) {}
+
+  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
+
+  int get_int(const char* key, int fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = obj_[key];
+    if (!v.is_number_integer()) fail(key, "must be an integer");
+    auto x = v.get<int64_t>();
+    if (x < 0 || x > (int64_t{1} << 31) - 1) fail(key, "is out of range");
+    return static_cast<int>(x);
+  }
+  int require_positive_int(const char* key, int fallback) const {
+    int v = get_int(key, fallback);
+    if (v <= 0) fail(key, "must be a positive integer");
+    return v;
+  }
+  double get_double(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = obj_[key];
+    if (!v.is_number()) fail(key, "must be a number");
+    return v.get<double>();
+  }
+  std::optional<double> get_optional_double(const char* key) const {
+    if (!has(key)) return std::nullopt;
+    return get_double(key, 0.0);
+  }
+  bool get_bool(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!obj_[key].is_boolean()) fail(key, "must be true or false");
+    return obj_[key].get<bool>();
+  }
+  std::string get_string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!obj_[key].is_string()) fail(key, "must be a string");
+    return obj_[key].get<std::string>();
+  }
+  // An id or list of ids (eos_token_id's two forms).
+  std::vector<int> get_id_list(const char* key) const {
+    std::vector<int> ids;
+    if (!has(key)) return ids;
+    const json& v = obj_[key];
+    if (v.is_number_integer()) {
+      ids.push_back(v.get<int>());
+    } else if (v.is_array()) {
+      for (const auto& e : v) {
+        if (!e.is_number_integer()) fail(key, "must be an integer or a list of integers");
+        ids.push_back(e.get<int>());
+      }
+    } else {
+      fail(key, "must be an integer or a list of integers");
+    }
+    return ids;
+  }
+  std::optional<int> get_optional_int(const char* key) const {
+    if (!has(key)) return std::nullopt;
+    return get_int(key, 0);
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw InputError(source_ + ": field '" + path_ + key + "' " + what);
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& obj_;
+  std::string source_;
+  std::string path_;
+};
+
+RopeSpec parse_rope(const json& j, const std::string& source, const std::string& path,
+                    RopeSpec fallback) {
+  if (j.is_null()) return fallback;
+  if (!j.is_object()) throw InputError(source + ": field '" + path + "' must be an object");
+  FieldReader r(j, source, path + ".");
+  RopeSpec s;
+  s.rope_type = r.get_string("rope_type", fallback.rope_type);
+  if (s.rope_type != "default" && s.rope_type != "proportional") {
+    r.fail("rope_type", "'" + s.rope_type + "' is not supported (default, proportional)");
+  }
+  s.theta = r.get_double("rope_theta", fallback.theta);
+  s.partial_rotary_factor = r.get_double("partial_rotary_factor",
+                                         s.rope_type == "proportional" ? 1.0 : 1.0);
+  if (s.partial_rotary_factor <= 0 || s.partial_rotary_factor > 1) {
+    r.fail("partial_rotary_factor", "must be in (0, 1]");
+  }
+  s.factor = r.get_double("factor", 1.0);
+  if (s.factor <= 0) r.fail("factor", "must be positive");
+  if (s.theta <= 0) r.fail("rope_theta", "must be positive");
+  return s;
+}
+
+void parse_text_config(const json& t, const std::string& source, const std::string& path,
+                       TextConfig* c) {
+  FieldReader r(t, source, path);
+  // Defaults are Hugging Face's Gemma4TextConfig defaults, so sparse configs load as HF does.
+  c->vocab_size = r.require_positive_int("vocab_size", 262144);
+  c->hidden_size = r.require_positive_int("hidden_size", 2304);
+  c->intermediate_size = r.require_positive_int("intermediate_size", 9216);
+  c->num_hidden_layers = r.require_positive_int("num_hidden_layers", 30);
+  c->num_attention_heads = r.require_positive_int("num_attention_heads", 8);
+  c->num_key_value_heads = r.require_positive_int("num_key_value_heads", 4);
+  c->head_dim = r.require_positive_int("head_dim", 256);
+  c->global_head_dim = r.require_positive_int("global_head_dim", 512);
+  c->num_global_key_value_heads = r.get_optional_int("num_global_key_value_heads");
+  c->attention_k_eq_v = r.get_bool("attention_k_eq_v", false);
+  c->sliding_window = r.require_positive_int("sliding_window", 512);
+  c->rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
+  c->final_logit_softcapping = r.get_optional_double("final_logit_softcapping");
+  // null disables per-layer inputs (HF: None); only an absent field takes HF's default 256.
+  c->hidden_size_per_layer_input =
+      t.contains("hidden_size_per_layer_input") && t["hidden_size_per_layer_input"].is_null()
+          ? 0
+          : r.get_int("hidden_size_per_layer_input", 256);
+  c->vocab_size_per_layer_input = r.get_int("vocab_size_per_layer_input", 262144);
+  c->num_kv_shared_layers = r.get_int("num_kv_shared_layers", 0);
+  c->use_double_wide_mlp = r.get_bool("use_double_wide_mlp", false);
+  c->enable_moe_block = r.get_bool("enable_moe_block", false);
+  c->num_experts = r.get_int("num_experts", 0);
+  c->top_k_experts = r.get_int("top_k_experts", 0);
+  c->moe_intermediate_size = r.get_int("moe_intermediate_size", 0);
+  c->hidden_activation = r.get_string("hidden_activation", "gelu_pytorch_tanh");
+  c->use_bidirectional_attention = r.get_string("use_bidirectional_attention", "");
+  c->max_position_embeddings = r.get_int("max_position_embeddings", 131072);
+  c->tie_word_embeddings = r.get_bool("tie_word_embeddings", true);
+  c->pad_token_id = r.get_int("pad_token_id", 0);
+  c->bos_token_id = r.get_int("bos_token_id", 2);
+
+  if (r.get_bool("attention_bias", false)) r.fail("attention_bias", "true is not supported");
+  if (c->hidden_activation != "gelu_pytorch_tanh" && c->hidden_activation != "gelu_tanh") {
+    r.fail("hidden_activation", "'" + c->hidden_activation + "' is not supported");
+  }
+  if (c->use_bidirectional_attention == "all") {
+    r.fail("use_bidirectional_attention", "'all' (encoder mode) is not supported");
+  }
+  if (!c->use_bidirectional_attention.empty() && c->use_bidirectional_attention != "vision") {
+    r.fail("use_bidirectional_attention",
+           "'" + c->use_bidirectional_attention + "' is not one of null, 'vision'");
+  }
+  if (c->num_kv_shared_layers >= c->num_hidden_layers) {
+    r.fail("num_kv_shared_layers", "must be smaller than num_hidden_layers");
+  }
+  if (c->enable_moe_block) {
+    if (c->num_experts <= 0) r.fail("num_experts", "must be positive when enable_moe_block");
+    if (c->top_k_experts <= 0 || c->top_k_experts > c->num_experts) {
+      r.fail("top_k_experts", "must be in [1, num_experts]");
+    }
+    if (c->moe_intermediate_size <= 0) r.fail("moe_intermediate_size", "must be positive");
+  }
+  if (c->hidden_size_per_layer_input > 0 && c->vocab_size_per_layer_input <= 0) {
+    r.fail("vocab_size_per_layer_input", "must be positive when per-layer inputs are used");
+  }
+
+  // Layer types: explicit list, or HF's default 5:1 pattern; HF forces the last layer to full.
+  c->layer_types.clear();
+  if (r.has("layer_types")) {
+    const json& lt = t["layer_types"];
+    if (!lt.is_array() || static_cast<int>(lt.size()) != c->num_hidden_layers) {
+      r.fail("layer_types", "must be a list of num_hidden_layers (" +
+                                std::to_string(c->num_hidden_layers) + ") layer types");
+    }
+    for (const auto& e : lt) {
+      std::string s = e.is_string() ? e.get<std::string>() : "";
+      if (s == "sliding_attention") {
+        c->layer_types.push_back(AttentionType::kSliding);
+      } else if (s == "full_attention") {
+        c->layer_types.push_back(AttentionType::kFull);
+      } else {
+        r.fail("layer_types", "holds '" + e.dump() +
+                                  "' (expected sliding_attention or full_attention)");
+      }
+    }
+  } else {
+    for (int i = 0; i < c->num_hidden_layers; ++i) {
+      c->layer_types.push_back((i + 1) % 6 ? AttentionType::kSliding : AttentionType::kFull);
+    }
+  }
+  if (c->layer_types.back() != AttentionType::kFull) {
+    GS_LOG_WARNING << source << ": last layer must use full_attention; forcing it (as HF does)";
+    c->layer_types.back() = AttentionType::kFull;
+  }
+
+  // RoPE per layer type.
+  c->rope[0] = RopeSpec{"default", 10000.0, 1.0, 1.0};
+  c->rope[1] = RopeSpec{"proportional", 1000000.0, 0.25, 1.0};
+  if (r.has("rope_parameters")) {
+    const json& rp = t["rope_parameters"];
+    if (!rp.is_object()) r.fail("rope_parameters", "must be an object");
+    if (rp.contains("rope_type") || rp.contains("rope_theta")) {
+      r.fail("rope_parameters", "must be keyed by layer type (sliding_attention, full_attention)");
+    }
+    if (rp.contains("sliding_attention")) {
+      c->rope[0] = parse_rope(rp["sliding_attention"], source,
+                              path + "rope_parameters.sliding_attention", c->rope[0]);
+    }
+    if (rp.contains("full_attention")) {
+      c->rope[1] = parse_rope(rp["full_attention"], source,
+                              path + "rope_parameters.full_attention", c->rope[1]);
+    }
+  }
+
+  // Per-layer geometry: explicit per_layer_config wins; else HF's global_head_dim /
+  // num_global_key_value_heads (the latter only when attention_k_eq_v) on full layers.
+  const int L = c->num_hidden_layers;
+  c->layers.assign(L, LayerSpec{});
+  const bool has_plc = r.has("per_layer_config");
+  const json* plc = has_plc ? &t["per_layer_config"] : nullptr;
+  if (plc && !plc->is_object()) {
+    r.fail("per_layer_config", "must be an object keyed by layer index");
+  }
+  // HF writes the keys zero-padded to a common width ("04", "09", "14"), so look layers up by
+  // the parsed index, not by the key's spelling.
+  std::map<int, const json*> layer_overrides;
+  if (plc) {
+    for (auto it = plc->begin(); it != plc->end(); ++it) {
+      const std::string& key = it.key();
+      int idx = -1;
+      if (!key.empty() && key.size() <= 9 &&
+          std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        idx = std::stoi(key);
+      }
+      if (idx < 0 || idx >= L) {
+        r.fail("per_layer_config", "has key '" + key + "' that is not a layer index < " +
+                                       std::to_string(L));
+      }
+      if (!it->is_object()) r.fail("per_layer_config." + key, "must be an object");
+      // Any other per-layer override (intermediate_size, sliding_window, skip, ...) would change
+      // the math; refuse rather than silently ignore it.
+      for (auto f = it->begin(); f != it->end(); ++f) {
+        if (f.key() != "head_dim" && f.key() != "num_key_value_heads" &&
+            f.key() != "num_attention_heads") {
+          r.fail("per_layer_config." + key + "." + f.key(),
+                 "is not supported (per-layer head_dim and num_key_value_heads only)");
+        }
+      }
+      if (!layer_overrides.emplace(idx, &*it).second) {
+        r.fail("per_layer_config", "has two keys for layer " + std::to_string(idx));
+      }
+    }
+  }
+  const int first_shared = L - c->num_kv_shared_layers;
+  for (int i = 0; i < L; ++i) {
+    LayerSpec& s = c->layers[i];
+    s.layer_index = i;
+    s.type = c->layer_types[i];
+    const bool full = s.type == AttentionType::kFull;
+    s.head_dim = c->head_dim;
+    s.num_kv_heads = c->num_key_value_heads;
+    if (plc) {
+      if (auto o = layer_overrides.find(i); o != layer_overrides.end()) {
+        FieldReader lr(*o->second, source, path + "per_layer_config." + std::to_string(i) + ".");
+        s.head_dim = lr.require_positive_int("head_dim", s.head_dim);
+        s.num_kv_heads = lr.require_positive_int("num_key_value_heads", s.num_kv_heads);
+        int heads = lr.require_positive_int("num_attention_heads", c->num_attention_heads);
+        if (heads != c->num_attention_heads) {
+          lr.fail("num_attention_heads", "differs from the model's; per-layer head counts are "
+                                         "not supported");
+        }
+      }
+    } else if (full) {
+      s.head_dim = c->global_head_dim;
+      if (c->attention_k_eq_v && c->num_global_key_value_heads) {
+        s.num_kv_heads = *c->num_global_key_value_heads;
+      }
+    }
+    if (s.num_kv_heads <= 0 || c->num_attention_heads % s.num_kv_heads != 0) {
+      throw InputError(source + ": layer " + std::to_string(i) + " has " +
+                       std::to_string(s.num_kv_heads) + " KV heads, which must divide " +
+                       std::to_string(c->num_attention_heads) + " attention heads");
+    }
+    s.k_eq_v = c->attention_k_eq_v && full;
+    s.kv_source_layer = i;
+    if (i >= first_shared) {
+      int src = -1;
+      for (int j = first_shared - 1; j >= 0; --j) {
+        if (c->layer_types[j] == s.type) {
+          src = j;
+          break;
+        }
+      }
+      if (src < 0) {
+        throw InputError(source + ": KV-shared layer " + std::to_string(i) +
+                         " has no earlier non-shared layer of its type to share with");
+      }
+      s.kv_source_layer = src;
+    }
+    s.intermediate_size = c->intermediate_size;
+    if (c->use_double_wide_mlp && i >= first_shared) s.intermediate_size *= 2;
+  }
+  for (int i = first_shared; i < L; ++i) {
+    const LayerSpec& s = c->layers[i];
+    const LayerSpec& src = c->layers[s.kv_source_layer];
+    if (s.head_dim != src.head_dim || s.num_kv_heads != src.num_kv_heads) {
+      throw InputError(source + ": KV-shared layer " + std::to_string(i) +
+                       " has a different head geometry from its source layer " +
+                       std::to_string(s.kv_source_layer));
+    }
+  }
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& config, const std::string& source) {
+  if (!config.is_object()) throw InputError(source + ": config must be a JSON object");
+  ModelConfig mc;
+  mc.raw = config;
+  FieldReader top(config, source, "");
+  mc.model_type = top.get_string("model_type", "");
+  if (top.has("architectures")) {
+    const json& a = config["architectures"];
+    if (!a.is_array() || a.empty() || !a[0].is_string()) {
+      top.fail("architectures", "must be a non-empty list of strings");
+    }
+    mc.architecture = a[0].get<std::string>();
+  } else if (mc.model_type == "gemma4") {
+    mc.architecture = "Gemma4ForConditionalGeneration";
+  } else if (mc.model_type == "gemma4_text") {
+    mc.architecture = "Gemma4ForCausalLM";
+  } else {
+    throw InputError(source + ": no 'architectures' and model_type '" + mc.model_type +
+                     "' is not a Gemma 4 type");
+  }
+  if (!kSupportedArchitectures.count(mc.architecture)) {
+    throw InputError(source + ": unsupported architecture '" + mc.architecture +
+                     "' (supported: Gemma4ForConditionalGeneration, Gemma4ForCausalLM)");
+  }
+  const bool nested = config.contains("text_config") && !config["text_config"].is_null();
+  if (nested) {
+    const json& t = config["text_config"];
+    if (!t.is_object()) top.fail("text_config", "must be an object");
+    std::string tt = t.value("model_type", std::string("gemma4_text"));
+    if (tt != "gemma4_text") {
+      throw InputError(source + ": field 'text_config.model_type' is '" + tt +
+                       "', expected 'gemma4_text'");
+    }
+    parse_text_config(t, source, "text_config.", &mc.text);
+    mc.tensor_prefix = "model.language_model.";
+  } else {
+    if (mc.architecture == "Gemma4ForConditionalGeneration") {
+      top.fail("text_config", "is required for Gemma4ForConditionalGeneration");
+    }
+    parse_text_config(config, source, "", &mc.text);
+    mc.tensor_prefix = "model.";
+  }
+  // Top-level tie flag wins for the multimodal wrapper (HF reads it there).
+  if (nested && top.has("tie_word_embeddings")) {
+    mc.text.tie_word_embeddings = top.get_bool("tie_word_embeddings", true);
+  }
+  mc.has_vision = config.contains("vision_config") && !config["vision_config"].is_null();
+  mc.has_audio = config.contains("audio_config") && !config["audio_config"].is_null();
+  mc.eos_token_ids = top.get_id_list("eos_token_id");
+  if (mc.eos_token_ids.empty() && nested) {
+    mc.eos_token_ids = FieldReader(config["text_config"], source, "text_config.")
+                           .get_id_list("eos_token_id");
+  }
+  mc.image_token_id = top.get_optional_int("image_token_id");
+  mc.boi_token_id = top.get_optional_int("boi_token_id");
+  mc.eoi_token_id = top.get_optional_int("eoi_token_id");
+  mc.audio_token_id = top.get_optional_int("audio_token_id");
+  mc.video_token_id = top.get_optional_int("video_token_id");
+  return mc;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& dir) {
+  const auto path = dir / "config.json";
+  if (!std::filesystem::exists(path)) {
+    throw InputError(path.string() + ": missing (not a Hugging Face checkpoint folder?)");
+  }
+  return parse_model_config(read_json_file(path), path.string());
+}
+
+GenerationConfig load_generation_config(const std::filesystem::path& dir) {
+  GenerationConfig g;
+  const auto path = dir / "generation_config.json";
+  if (!std::filesystem::exists(path)) return g;
+  g.raw = read_json_file(path);
+  if (!g.raw.is_object()) throw InputError(path.string() + ": must be a JSON object");
+  FieldReader r(g.raw, path.string(), "");
+  g.eos_token_ids = r.get_id_list("eos_token_id");
+  g.bos_token_id = r.get_optional_int("bos_token_id");
+  g.pad_token_id = r.get_optional_int("pad_token_id");
+  g.temperature = r.get_optional_double("temperature");
+  g.top_p = r.get_optional_double("top_p");
+  g.min_p = r.get_optional_double("min_p");
+  g.repetition_penalty = r.get_optional_double("repetition_penalty");
+  g.top_k = r.get_optional_int("top_k");
+  g.max_new_tokens = r.get_optional_int("max_new_tokens");
+  if (r.has("do_sample")) g.do_sample = r.get_bool("do_sample", false);
+  return g;
+}
+
+}  // namespace gemmaserve

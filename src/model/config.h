@@ -1,0 +1,105 @@
+// Gemma 4 checkpoint configuration: the text decoder's geometry, per-layer attention specs,
+// special token ids and generation defaults, parsed from a Hugging Face folder.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gemmaserve {
+
+enum class AttentionType : int { kSliding = 0, kFull = 1 };
+constexpr int kNumAttentionTypes = 2;
+
+struct RopeSpec {
+  std::string rope_type = "default";  // "default" or "proportional"
+  double theta = 10000.0;
+  double partial_rotary_factor = 1.0;  // proportional only
+  double factor = 1.0;                 // divides every inverse frequency
+};
+
+// Everything the forward pass needs to know about one decoder layer.
+struct LayerSpec {
+  AttentionType type = AttentionType::kSliding;
+  int head_dim = 0;
+  int num_kv_heads = 0;
+  bool k_eq_v = false;        // full layer without v_proj: V is derived from raw K
+  int kv_source_layer = 0;    // == own index unless KV-shared
+  int intermediate_size = 0;  // dense MLP width (doubled on KV-shared layers if double-wide)
+  bool kv_shared() const;     // defined inline below
+  int layer_index = 0;
+};
+inline bool LayerSpec::kv_shared() const { return kv_source_layer != layer_index; }
+
+struct TextConfig {
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;
+  int global_head_dim = 0;
+  std::optional<int> num_global_key_value_heads;
+  bool attention_k_eq_v = false;
+  std::vector<AttentionType> layer_types;
+  int sliding_window = 0;
+  RopeSpec rope[kNumAttentionTypes];  // indexed by AttentionType
+  double rms_norm_eps = 1e-6;
+  std::optional<double> final_logit_softcapping;
+  int hidden_size_per_layer_input = 0;  // 0 = no per-layer embeddings
+  int vocab_size_per_layer_input = 0;
+  int num_kv_shared_layers = 0;
+  bool use_double_wide_mlp = false;
+  bool enable_moe_block = false;
+  int num_experts = 0;
+  int top_k_experts = 0;
+  int moe_intermediate_size = 0;
+  std::string hidden_activation = "gelu_pytorch_tanh";
+  std::string use_bidirectional_attention;  // "", "vision" or "all"
+  int max_position_embeddings = 0;
+  bool tie_word_embeddings = true;
+  int pad_token_id = 0;
+  int bos_token_id = 2;
+
+  std::vector<LayerSpec> layers;  // derived: one per layer, heterogeneity resolved
+
+  int first_kv_shared_layer() const { return num_hidden_layers - num_kv_shared_layers; }
+};
+
+struct ModelConfig {
+  std::string architecture;  // Gemma4ForConditionalGeneration or Gemma4ForCausalLM
+  std::string model_type;    // gemma4 or gemma4_text
+  TextConfig text;
+  bool has_vision = false;
+  bool has_audio = false;
+  std::string tensor_prefix;  // "model.language_model." or "model."
+  std::vector<int> eos_token_ids;  // from config.json (may be empty)
+  std::optional<int> image_token_id, boi_token_id, eoi_token_id, audio_token_id, video_token_id;
+  nlohmann::json raw;  // the whole config.json
+};
+
+// Sampling defaults and stop ids from generation_config.json (all optional).
+struct GenerationConfig {
+  std::vector<int> eos_token_ids;
+  std::optional<int> bos_token_id, pad_token_id;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k, max_new_tokens;
+  std::optional<bool> do_sample;
+  nlohmann::json raw;  // the whole file, or null when absent
+};
+
+// Parses config.json of a checkpoint folder. Throws InputError naming the file and field for
+// missing/malformed JSON, unknown architectures, missing or inconsistent fields.
+ModelConfig load_model_config(const std::filesystem::path& dir);
+// Same, from an already parsed config object (`source` names it in errors).
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
+
+// Parses generation_config.json when present; an absent file gives an empty config.
+GenerationConfig load_generation_config(const std::filesystem::path& dir);
+
+}  // namespace gemmaserve

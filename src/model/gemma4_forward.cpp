@@ -1,0 +1,318 @@
+// Forward-pass orchestration: batch validation, embeddings (incl. per-layer embeddings), RoPE
+// tables, row compaction for KV-shared layers, final norm and LM head.
+
+#include "model/gemma4_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
+namespace gemmaserve::detail {
+namespace {
+
+std::string seq_name(size_t i) { return "batch sequence " + std::to_string(i); }
+
+// Keeps rows `keep` (ascending) of a [rows, width] buffer, in place.
+template <typename T>
+void gather_rows_inplace(std::vector<T>& buf, size_t width, const std::vector<int64_t>& keep) {
+  if (width == 0) return;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const auto src = static_cast<size_t>(keep[i]);
+    if (src != i) std::memmove(&buf[i * width], &buf[src * width], width * sizeof(T));
+  }
+}
+
+}  // namespace
+
+Gemma4Plan make_gemma4_plan(const ModelWeights& weights) {
+  const TextConfig& c = weights.config.text;
+  Gemma4Plan plan;
+  plan.eps = static_cast<float>(c.rms_norm_eps);
+  if (c.use_bidirectional_attention == "all") {
+    throw InputError("use_bidirectional_attention \"all\" (encoder mode) is not supported");
+  }
+  if (static_cast<int>(c.layers.size()) != c.num_hidden_layers ||
+      weights.layers.size() != c.layers.size()) {
+    throw InputError("model weights do not match the configured layer count");
+  }
+  plan.first_shared = c.num_hidden_layers;
+  for (const LayerSpec& s : c.layers) {
+    if (s.kv_shared()) plan.first_shared = std::min(plan.first_shared, s.layer_index);
+    plan.type_used[static_cast<int>(s.type)] = true;
+    if (s.head_dim % 2 != 0) {
+      throw InputError("layer " + std::to_string(s.layer_index) + ": head_dim " +
+                       std::to_string(s.head_dim) + " must be even for RoPE");
+    }
+    // RoPE tables are shared by layers of one (type, head_dim).
+    const RopeSpec& rope = c.rope[static_cast<int>(s.type)];
+    const int half = s.head_dim / 2;
+    int rotated = half;
+    if (rope.rope_type == "proportional") {
+      rotated = static_cast<int>(std::floor(rope.partial_rotary_factor * s.head_dim / 2.0));
+      rotated = std::clamp(rotated, 0, half);
+    } else if (rope.rope_type != "default") {
+      throw InputError("rope_type '" + rope.rope_type + "' is not supported");
+    }
+    int group = -1;
+    for (size_t g = 0; g < plan.rope_groups.size(); ++g) {
+      const RopeGroup& rg = plan.rope_groups[g];
+      if (rg.head_dim == s.head_dim && rg.rotated_pairs == rotated &&
+          rg.type == static_cast<int>(s.type)) {
+        group = static_cast<int>(g);
+      }
+    }
+    if (group < 0) {
+      RopeGroup rg;
+      rg.head_dim = s.head_dim;
+      rg.rotated_pairs = rotated;
+      rg.type = static_cast<int>(s.type);
+      rg.inv_freq.resize(static_cast<size_t>(half));
+      cpu::rope_inv_freq(s.head_dim, rope.theta, rotated, rope.factor, rg.inv_freq.data());
+      plan.rope_groups.push_back(std::move(rg));
+      group = static_cast<int>(plan.rope_groups.size()) - 1;
+    }
+    plan.layer_rope_group.push_back(group);
+  }
+  return plan;
+}
+
+int64_t Gemma4Forward::num_rows() const {
+  int64_t n = 0;
+  for (const SeqRows& r : ws_.rows) n += r.count;
+  return n;
+}
+
+void Gemma4Forward::for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool_ == nullptr || rows < 2) {
+    fn(0, rows);
+    return;
+  }
+  pool_->parallel_for(static_cast<size_t>(rows), [&](size_t b, size_t e) {
+    fn(static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
+}
+
+void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
+                           size_t ldx, int64_t t, float* y, size_t ldy) {
+  if (t == 0 || rows == 0) return;
+  cpu::MatmulArgs a;
+  a.x = x;
+  a.ldx = ldx;
+  a.w = static_cast<const std::byte*>(w.data) +
+        static_cast<size_t>(row_begin * w.cols) * dtype_size(w.dtype);
+  a.w_dtype = w.dtype;
+  a.y = y;
+  a.ldy = ldy;
+  a.t = t;
+  a.k = w.cols;
+  a.n = rows;
+  cpu::matmul(a, pool_);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Gemma4Forward::validate(std::span<const SequenceInput> batch, const KvCache& cache) const {
+  const int V = cfg_.vocab_size;
+  const int P = cfg_.hidden_size_per_layer_input;
+  const int V_ple = cfg_.vocab_size_per_layer_input;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceInput& s = batch[i];
+    if (s.tokens.empty()) throw InputError(seq_name(i) + " has no tokens");
+    if (s.start_pos < 0) throw InputError(seq_name(i) + " has a negative start position");
+    if (static_cast<int64_t>(s.start_pos) + static_cast<int64_t>(s.tokens.size()) >
+        std::numeric_limits<int32_t>::max()) {
+      throw InputError(seq_name(i) + " is too long");
+    }
+    for (int32_t id : s.tokens) {
+      if (id < 0 || id >= V || (P > 0 && id >= V_ple)) {
+        throw InputError(seq_name(i) + ": token id " + std::to_string(id) +
+                         " is outside the vocabulary");
+      }
+    }
+    const int32_t end = s.start_pos + static_cast<int32_t>(s.tokens.size());
+    for (int t = 0; t < kNumAttentionTypes; ++t) {
+      if (!plan_.type_used[t]) continue;
+      const auto table = s.block_tables[t];
+      const int bs = cache.block_size();
+      const int nb = cache.num_blocks(static_cast<AttentionType>(t));
+      // Every new position is written by the cache-owning layers.
+      for (int32_t b = s.start_pos / bs; b <= (end - 1) / bs; ++b) {
+        if (static_cast<size_t>(b) >= table.size() || table[b] < 0 || table[b] >= nb) {
+          throw InputError(seq_name(i) + ": block table (" + (t == 0 ? "sliding" : "full") +
+                           " layers) has no valid block for logical block " + std::to_string(b));
+        }
+      }
+      cpu::PagedKv kv;
+      kv.block_size = bs;
+      kv.num_blocks = nb;
+      cpu::AttentionShape shape;
+      shape.num_heads = 1;
+      shape.num_kv_heads = 1;
+      shape.window = t == static_cast<int>(AttentionType::kSliding) ? cfg_.sliding_window : 0;
+      cpu::AttentionSeq seq;
+      seq.num_queries = static_cast<int32_t>(s.tokens.size());
+      seq.first_pos = s.start_pos;
+      seq.block_table = table;
+      if (!cpu::attention_blocks_valid(kv, shape, std::span<const cpu::AttentionSeq>(&seq, 1))) {
+        throw InputError(seq_name(i) + ": block table (" + (t == 0 ? "sliding" : "full") +
+                         " layers) does not cover the positions attention reads");
+      }
+    }
+  }
+}
+
+void Gemma4Forward::embed() {
+  const int64_t H = cfg_.hidden_size;
+  const int64_t T = static_cast<int64_t>(ws_.tokens.size());
+  ws_.x.resize(static_cast<size_t>(T * H));
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
+  const size_t row_bytes = static_cast<size_t>(H) * dtype_size(w_.embed_tokens.dtype);
+  for (int64_t t = 0; t < T; ++t) {
+    float* xr = &ws_.x[static_cast<size_t>(t * H)];
+    const auto* src = static_cast<const std::byte*>(w_.embed_tokens.data) +
+                      static_cast<size_t>(ws_.tokens[t]) * row_bytes;
+    cpu::to_f32(w_.embed_tokens.dtype, src, xr, static_cast<size_t>(H));
+    for (int64_t i = 0; i < H; ++i) xr[i] *= scale;
+  }
+
+  const int64_t P = cfg_.hidden_size_per_layer_input;
+  if (P <= 0) return;
+  // Per-layer embeddings: (RMSNorm(proj(e) * H^-0.5) + table[id] * sqrt(P)) * 2^-0.5.
+  const int64_t L = cfg_.num_hidden_layers;
+  const int64_t LP = L * P;
+  ws_.ple.resize(static_cast<size_t>(T * LP));
+  ws_.ffn.resize(static_cast<size_t>(T * LP));
+  linear(w_.per_layer_model_projection, 0, LP, ws_.x.data(), H, T, ws_.ffn.data(), LP);
+  const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  const float token_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
+  const float sum_scale = static_cast<float>(1.0 / std::sqrt(2.0));
+  const size_t ple_row_bytes =
+      static_cast<size_t>(LP) * dtype_size(w_.embed_tokens_per_layer.dtype);
+  const float* norm_w = w_.per_layer_projection_norm.data();
+  for_rows(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* ctx = &ws_.ffn[static_cast<size_t>(t * LP)];
+      float* out = &ws_.ple[static_cast<size_t>(t * LP)];
+      const auto* src = static_cast<const std::byte*>(w_.embed_tokens_per_layer.data) +
+                        static_cast<size_t>(ws_.tokens[t]) * ple_row_bytes;
+      cpu::to_f32(w_.embed_tokens_per_layer.dtype, src, out, static_cast<size_t>(LP));
+      for (int64_t i = 0; i < LP; ++i) ctx[i] *= proj_scale;
+      for (int64_t l = 0; l < L; ++l) cpu::rms_norm(ctx + l * P, norm_w, ctx + l * P, P, plan_.eps);
+      for (int64_t i = 0; i < LP; ++i) out[i] = (ctx[i] + out[i] * token_scale) * sum_scale;
+    }
+  });
+}
+
+void Gemma4Forward::compute_rope_tables() {
+  const int64_t R = num_rows();
+  ws_.cos.resize(plan_.rope_groups.size());
+  ws_.sin.resize(plan_.rope_groups.size());
+  for (size_t g = 0; g < plan_.rope_groups.size(); ++g) {
+    const RopeGroup& rg = plan_.rope_groups[g];
+    const int64_t half = rg.head_dim / 2;
+    ws_.cos[g].resize(static_cast<size_t>(R * half));
+    ws_.sin[g].resize(static_cast<size_t>(R * half));
+    for (int64_t r = 0; r < R; ++r) {
+      cpu::rope_cos_sin(ws_.positions[r], rg.inv_freq.data(), rg.rotated_pairs,
+                        &ws_.cos[g][static_cast<size_t>(r * half)],
+                        &ws_.sin[g][static_cast<size_t>(r * half)]);
+    }
+  }
+}
+
+void Gemma4Forward::keep_wanted_rows(std::span<const SequenceInput> batch) {
+  ws_.keep.clear();
+  int64_t next = 0;
+  for (SeqRows& r : ws_.rows) {
+    int32_t first = 0, count = 0;
+    switch (batch[r.seq].logits) {
+      case LogitsWanted::kNone:
+        break;
+      case LogitsWanted::kLast:
+        if (r.count > 0) {
+          first = r.count - 1;
+          count = 1;
+        }
+        break;
+      case LogitsWanted::kAll:
+        count = r.count;
+        break;
+    }
+    for (int32_t i = 0; i < count; ++i) ws_.keep.push_back(r.row + first + i);
+    r.row = next;
+    r.first_pos += first;
+    r.count = count;
+    next += count;
+  }
+  const auto R = static_cast<int64_t>(ws_.positions.size());
+  if (static_cast<int64_t>(ws_.keep.size()) == R) return;  // already only wanted rows
+  const size_t H = static_cast<size_t>(cfg_.hidden_size);
+  gather_rows_inplace(ws_.x, H, ws_.keep);
+  gather_rows_inplace(ws_.positions, 1, ws_.keep);
+  ws_.positions.resize(ws_.keep.size());
+  const size_t LP = static_cast<size_t>(cfg_.num_hidden_layers) * cfg_.hidden_size_per_layer_input;
+  if (LP > 0) gather_rows_inplace(ws_.ple, LP, ws_.keep);
+  for (size_t g = 0; g < plan_.rope_groups.size(); ++g) {
+    const size_t half = static_cast<size_t>(plan_.rope_groups[g].head_dim / 2);
+    gather_rows_inplace(ws_.cos[g], half, ws_.keep);
+    gather_rows_inplace(ws_.sin[g], half, ws_.keep);
+  }
+}
+
+void Gemma4Forward::logits(ForwardOutput* out) {
+  const int64_t R = num_rows();
+  const int64_t H = cfg_.hidden_size;
+  const int64_t V = cfg_.vocab_size;
+  out->rows = static_cast<int>(R);
+  out->logits.resize(static_cast<size_t>(R * V));
+  if (R == 0) return;
+  ws_.normed.resize(static_cast<size_t>(R * H));
+  cpu::rms_norm_rows(ws_.x.data(), H, w_.final_norm.data(), ws_.normed.data(), H, R, H, plan_.eps);
+  linear(w_.lm_head, 0, V, ws_.normed.data(), H, R, out->logits.data(), V);
+  if (cfg_.final_logit_softcapping && *cfg_.final_logit_softcapping > 0) {
+    const float cap = static_cast<float>(*cfg_.final_logit_softcapping);
+    for_rows(R, [&](int64_t b, int64_t e) {
+      cpu::soft_cap(out->logits.data() + b * V, (e - b) * V, cap);
+    });
+  }
+}
+
+void Gemma4Forward::run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out) {
+  out->logits.clear();
+  out->rows = 0;
+  validate(batch, cache);
+  ws_.tokens.clear();
+  ws_.positions.clear();
+  ws_.rows.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceInput& s = batch[i];
+    SeqRows r;
+    r.seq = static_cast<int32_t>(i);
+    r.row = static_cast<int64_t>(ws_.tokens.size());
+    r.count = static_cast<int32_t>(s.tokens.size());
+    r.first_pos = s.start_pos;
+    ws_.rows.push_back(r);
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      ws_.tokens.push_back(s.tokens[j]);
+      ws_.positions.push_back(s.start_pos + static_cast<int32_t>(j));
+    }
+  }
+  if (ws_.tokens.empty()) return;
+  embed();
+  compute_rope_tables();
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    // KV-shared layers write no cache, so only rows whose logits are wanted matter there.
+    if (l == plan_.first_shared) keep_wanted_rows(batch);
+    layer(l, batch, cache);
+  }
+  keep_wanted_rows(batch);
+  logits(out);
+}
+
+}  // namespace gemmaserve::detail

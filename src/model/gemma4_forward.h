@@ -1,0 +1,104 @@
+// Private to the Gemma 4 model: the reusable scratch buffers and the per-call forward runner.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "model/gemma4_model.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace gemmaserve::detail {
+
+// RoPE tables shared by every layer with the same (type, head_dim).
+struct RopeGroup {
+  int head_dim = 0;
+  int rotated_pairs = 0;
+  int type = 0;                 // AttentionType whose theta the table uses
+  std::vector<float> inv_freq;  // head_dim / 2
+};
+
+// Fixed per-model facts derived once at construction.
+struct Gemma4Plan {
+  std::vector<RopeGroup> rope_groups;
+  std::vector<int> layer_rope_group;  // per layer
+  int first_shared = 0;               // first KV-shared layer (== L when none)
+  bool type_used[kNumAttentionTypes] = {false, false};
+  float eps = 1e-6f;
+};
+
+// The new rows of one sequence currently held in the activations.
+struct SeqRows {
+  int32_t seq = 0;
+  int64_t row = 0;        // first row in the activation buffers
+  int32_t count = 0;      // consecutive rows
+  int32_t first_pos = 0;  // position of the first row
+};
+
+// Buffers reused across forward() calls (grown, never shrunk).
+struct Gemma4Workspace {
+  std::vector<int32_t> tokens, positions;
+  std::vector<SeqRows> rows;
+  std::vector<float> x, normed, q, k, v, attn, proj;  // residual and attention block
+  std::vector<float> gate, up, mlp, ffn;              // feed-forward block
+  std::vector<float> ple, ple_gate;                   // per-layer embeddings
+  std::vector<std::vector<float>> cos, sin;           // per rope group: [rows, head_dim / 2]
+  // MoE routing and expert gathering.
+  std::vector<float> router_in, router_probs, expert_in, expert_gate_up, expert_act, expert_out,
+      expert_sum;
+  std::vector<int32_t> topk_index, expert_count, expert_offset, expert_tokens;
+  std::vector<float> topk_weight, expert_weights;
+  std::vector<uint8_t> expert_taken;
+  std::vector<cpu::AttentionSeq> attn_seqs;
+  std::vector<int64_t> keep;  // rows kept by a compaction
+};
+
+class Gemma4Forward {
+ public:
+  Gemma4Forward(const ModelWeights& weights, const Gemma4Plan& plan, ThreadPool* pool,
+                Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls)
+      : w_(weights),
+        cfg_(weights.config.text),
+        plan_(plan),
+        pool_(pool),
+        ws_(ws),
+        calls_(matmul_calls) {}
+
+  void run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
+
+ private:
+  // gemma4_forward.cpp
+  void validate(std::span<const SequenceInput> batch, const KvCache& cache) const;
+  void embed();
+  void compute_rope_tables();
+  void keep_wanted_rows(std::span<const SequenceInput> batch);
+  void logits(ForwardOutput* out);
+  void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
+              int64_t t, float* y, size_t ldy);
+  int64_t num_rows() const;
+  void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
+
+  // gemma4_layer.cpp
+  void layer(int l, std::span<const SequenceInput> batch, KvCache& cache);
+  void attention_block(int l, std::span<const SequenceInput> batch, KvCache& cache);
+  void feed_forward_block(int l);
+  void moe_block(int l, int64_t rows);
+  void per_layer_input_block(int l);
+
+  const ModelWeights& w_;
+  const TextConfig& cfg_;
+  const Gemma4Plan& plan_;
+  ThreadPool* pool_;
+  Gemma4Workspace& ws_;
+  std::atomic<uint64_t>& calls_;
+};
+
+// Builds the plan for a model (validates RoPE and geometry; throws InputError).
+Gemma4Plan make_gemma4_plan(const ModelWeights& weights);
+
+}  // namespace gemmaserve::detail

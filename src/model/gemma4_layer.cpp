@@ -1,0 +1,287 @@
+// One Gemma 4 decoder layer over the batch's rows: attention (own or shared KV), dense MLP,
+// optional MoE beside it, per-layer-input injection and the layer scalar.
+#include "model/gemma4_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+
+namespace gemmaserve::detail {
+namespace {
+
+void add_into(float* x, const float* d, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += d[i];
+}
+
+}  // namespace
+
+void Gemma4Forward::layer(int l, std::span<const SequenceInput> batch, KvCache& cache) {
+  attention_block(l, batch, cache);
+  feed_forward_block(l);
+  if (cfg_.hidden_size_per_layer_input > 0) per_layer_input_block(l);
+  // The learned scalar scales the whole residual stream, not just this layer's update.
+  const float s = w_.layers[static_cast<size_t>(l)].layer_scalar;
+  const size_t n = static_cast<size_t>(num_rows()) * static_cast<size_t>(cfg_.hidden_size);
+  for (size_t i = 0; i < n; ++i) ws_.x[i] *= s;
+}
+
+void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch, KvCache& cache) {
+  const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
+  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+  const int64_t R = num_rows();
+  const int64_t H = cfg_.hidden_size;
+  const int hd = spec.head_dim;
+  const int nH = cfg_.num_attention_heads;
+  const int nKV = spec.num_kv_heads;
+  const int64_t qw = static_cast<int64_t>(nH) * hd;
+  const int64_t kvw = static_cast<int64_t>(nKV) * hd;
+  const float eps = plan_.eps;
+  const int group = plan_.layer_rope_group[static_cast<size_t>(l)];
+  const RopeGroup& rope = plan_.rope_groups[static_cast<size_t>(group)];
+  const int64_t half = hd / 2;
+  const std::vector<float>& cos_t = ws_.cos[static_cast<size_t>(group)];
+  const std::vector<float>& sin_t = ws_.sin[static_cast<size_t>(group)];
+
+  ws_.normed.resize(static_cast<size_t>(R * H));
+  ws_.q.resize(static_cast<size_t>(R * qw));
+  cpu::rms_norm_rows(ws_.x.data(), H, lw.input_layernorm.data(), ws_.normed.data(), H, R, H, eps);
+  linear(lw.q_proj, 0, qw, ws_.normed.data(), H, R, ws_.q.data(), qw);
+
+  const bool own_kv = !spec.kv_shared();
+  if (own_kv) {
+    ws_.k.resize(static_cast<size_t>(R * kvw));
+    ws_.v.resize(static_cast<size_t>(R * kvw));
+    linear(lw.k_proj, 0, kvw, ws_.normed.data(), H, R, ws_.k.data(), kvw);
+    if (spec.k_eq_v) {
+      // V is the raw k_proj output, taken before k_norm and RoPE.
+      std::copy(ws_.k.begin(), ws_.k.begin() + R * kvw, ws_.v.begin());
+    } else {
+      linear(lw.v_proj, 0, kvw, ws_.normed.data(), H, R, ws_.v.data(), kvw);
+    }
+  }
+
+  // Per-head norms and RoPE; then this layer's new K/V go into the cache.
+  for_rows(R, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* c = &cos_t[static_cast<size_t>(r * half)];
+      const float* s = &sin_t[static_cast<size_t>(r * half)];
+      for (int h = 0; h < nH; ++h) {
+        float* qh = &ws_.q[static_cast<size_t>(r * qw + h * hd)];
+        cpu::rms_norm(qh, lw.q_norm.data(), qh, hd, eps);
+        cpu::apply_rope(qh, hd, c, s, rope.rotated_pairs);
+      }
+      if (!own_kv) continue;
+      for (int h = 0; h < nKV; ++h) {
+        float* kh = &ws_.k[static_cast<size_t>(r * kvw + h * hd)];
+        float* vh = &ws_.v[static_cast<size_t>(r * kvw + h * hd)];
+        cpu::rms_norm(kh, lw.k_norm.data(), kh, hd, eps);
+        cpu::apply_rope(kh, hd, c, s, rope.rotated_pairs);
+        cpu::rms_norm(vh, nullptr, vh, hd, eps);
+      }
+    }
+  });
+  const int t = static_cast<int>(spec.type);
+  const int bs = cache.block_size();
+  if (own_kv) {
+    for (const SeqRows& sr : ws_.rows) {
+      const auto table = batch[static_cast<size_t>(sr.seq)].block_tables[t];
+      for (int32_t i = 0; i < sr.count; ++i) {
+        const int32_t pos = sr.first_pos + i;
+        const int block = table[static_cast<size_t>(pos / bs)];
+        const size_t row = static_cast<size_t>(sr.row + i);
+        std::memcpy(cache.key(l, block, pos % bs), &ws_.k[row * kvw], kvw * sizeof(float));
+        std::memcpy(cache.value(l, block, pos % bs), &ws_.v[row * kvw], kvw * sizeof(float));
+      }
+    }
+  }
+
+  const int src = spec.kv_source_layer;
+  cpu::PagedKv kv;
+  kv.k = cache.key(src, 0, 0);
+  kv.v = cache.value(src, 0, 0);
+  kv.block_size = bs;
+  kv.slot_stride = kvw;
+  kv.num_blocks = cache.num_blocks(spec.type);
+  cpu::AttentionShape shape;
+  shape.num_heads = nH;
+  shape.num_kv_heads = nKV;
+  shape.head_dim = hd;
+  shape.window = spec.type == AttentionType::kSliding ? cfg_.sliding_window : 0;
+  shape.scale = 1.0f;  // q and k are RMS-normed; Gemma 4 uses no 1/sqrt(d) scaling
+  ws_.attn_seqs.clear();
+  for (const SeqRows& sr : ws_.rows) {
+    if (sr.count == 0) continue;
+    cpu::AttentionSeq as;
+    as.q_row = sr.row;
+    as.num_queries = sr.count;
+    as.first_pos = sr.first_pos;
+    as.block_table = batch[static_cast<size_t>(sr.seq)].block_tables[t];
+    ws_.attn_seqs.push_back(as);
+  }
+  ws_.attn.resize(static_cast<size_t>(R * qw));
+  cpu::paged_attention(ws_.q.data(), qw, kv, shape, ws_.attn_seqs, ws_.attn.data(), qw, pool_);
+
+  ws_.proj.resize(static_cast<size_t>(R * H));
+  linear(lw.o_proj, 0, H, ws_.attn.data(), qw, R, ws_.proj.data(), H);
+  cpu::rms_norm_rows(ws_.proj.data(), H, lw.post_attention_layernorm.data(), ws_.proj.data(), H, R,
+                     H, eps);
+  add_into(ws_.x.data(), ws_.proj.data(), static_cast<size_t>(R * H));
+}
+
+void Gemma4Forward::feed_forward_block(int l) {
+  const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
+  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+  const int64_t R = num_rows();
+  const int64_t H = cfg_.hidden_size;
+  const int64_t I = spec.intermediate_size;
+  const float eps = plan_.eps;
+
+  ws_.normed.resize(static_cast<size_t>(R * H));
+  ws_.gate.resize(static_cast<size_t>(R * I));
+  ws_.up.resize(static_cast<size_t>(R * I));
+  ws_.ffn.resize(static_cast<size_t>(R * H));
+  cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm.data(), ws_.normed.data(), H, R,
+                     H, eps);
+  linear(lw.gate_proj, 0, I, ws_.normed.data(), H, R, ws_.gate.data(), I);
+  linear(lw.up_proj, 0, I, ws_.normed.data(), H, R, ws_.up.data(), I);
+  for_rows(R, [&](int64_t b, int64_t e) {
+    cpu::gelu_tanh_mul(&ws_.gate[static_cast<size_t>(b * I)], &ws_.up[static_cast<size_t>(b * I)],
+                       &ws_.gate[static_cast<size_t>(b * I)], (e - b) * I);
+  });
+  linear(lw.down_proj, 0, H, ws_.gate.data(), I, R, ws_.ffn.data(), H);
+
+  if (cfg_.enable_moe_block) {
+    // The dense MLP acts as an always-on shared expert with its own post-norm.
+    cpu::rms_norm_rows(ws_.ffn.data(), H, lw.post_feedforward_layernorm_1.data(), ws_.ffn.data(), H,
+                       R, H, eps);
+    moe_block(l, R);
+    cpu::rms_norm_rows(ws_.expert_sum.data(), H, lw.post_feedforward_layernorm_2.data(),
+                       ws_.expert_sum.data(), H, R, H, eps);
+    add_into(ws_.ffn.data(), ws_.expert_sum.data(), static_cast<size_t>(R * H));
+  }
+  cpu::rms_norm_rows(ws_.ffn.data(), H, lw.post_feedforward_layernorm.data(), ws_.ffn.data(), H, R,
+                     H, eps);
+  add_into(ws_.x.data(), ws_.ffn.data(), static_cast<size_t>(R * H));
+}
+
+void Gemma4Forward::moe_block(int l, int64_t R) {
+  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+  const int64_t H = cfg_.hidden_size;
+  const int E = cfg_.num_experts;
+  const int K = cfg_.top_k_experts;
+  const int64_t Ie = cfg_.moe_intermediate_size;
+  const float eps = plan_.eps;
+
+  // Router on the un-normed residual: RMSNorm (no weight) * scale * H^-0.5 -> proj -> softmax.
+  const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  ws_.router_in.resize(static_cast<size_t>(R * H));
+  ws_.router_probs.resize(static_cast<size_t>(R * E));
+  cpu::rms_norm_rows(ws_.x.data(), H, nullptr, ws_.router_in.data(), H, R, H, eps);
+  const float* scale = lw.router_scale.data();
+  for (int64_t r = 0; r < R; ++r) {
+    float* z = &ws_.router_in[static_cast<size_t>(r * H)];
+    for (int64_t i = 0; i < H; ++i) z[i] = (z[i] * scale[i]) * root;
+  }
+  linear(lw.router_proj, 0, E, ws_.router_in.data(), H, R, ws_.router_probs.data(), E);
+
+  // Top-k of the probabilities (ties to the lower expert id), renormalised, per-expert scaled.
+  ws_.topk_index.resize(static_cast<size_t>(R * K));
+  ws_.topk_weight.resize(static_cast<size_t>(R * K));
+  ws_.expert_count.assign(static_cast<size_t>(E), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    float* p = &ws_.router_probs[static_cast<size_t>(r * E)];
+    cpu::softmax(p, E);
+    int32_t* idx = &ws_.topk_index[static_cast<size_t>(r * K)];
+    float* wgt = &ws_.topk_weight[static_cast<size_t>(r * K)];
+    ws_.expert_taken.assign(static_cast<size_t>(E), 0);
+    for (int k = 0; k < K; ++k) {
+      int best = -1;
+      for (int e = 0; e < E; ++e) {
+        if (!ws_.expert_taken[e] && (best < 0 || p[e] > p[best])) best = e;
+      }
+      ws_.expert_taken[best] = 1;
+      idx[k] = best;
+      wgt[k] = p[best];
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum += wgt[k];
+    for (int k = 0; k < K; ++k) {
+      wgt[k] = (wgt[k] / sum) * lw.router_per_expert_scale[static_cast<size_t>(idx[k])];
+      ++ws_.expert_count[static_cast<size_t>(idx[k])];
+    }
+  }
+
+  // Group (row, weight) pairs by expert, rows ascending within each expert.
+  ws_.expert_offset.assign(static_cast<size_t>(E) + 1, 0);
+  for (int e = 0; e < E; ++e) ws_.expert_offset[e + 1] = ws_.expert_offset[e] + ws_.expert_count[e];
+  ws_.expert_tokens.resize(static_cast<size_t>(R * K));
+  ws_.expert_weights.resize(static_cast<size_t>(R * K));
+  std::vector<int32_t>& fill = ws_.expert_count;  // reused as per-expert fill cursor
+  std::fill(fill.begin(), fill.end(), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int k = 0; k < K; ++k) {
+      const int e = ws_.topk_index[static_cast<size_t>(r * K + k)];
+      const size_t slot = static_cast<size_t>(ws_.expert_offset[e] + fill[e]++);
+      ws_.expert_tokens[slot] = static_cast<int32_t>(r);
+      ws_.expert_weights[slot] = ws_.topk_weight[static_cast<size_t>(r * K + k)];
+    }
+  }
+
+  // Experts see RMSNorm(residual; pre_feedforward_layernorm_2); only chosen experts run.
+  ws_.normed.resize(static_cast<size_t>(R * H));
+  cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm_2.data(), ws_.normed.data(), H,
+                     R, H, eps);
+  ws_.expert_sum.assign(static_cast<size_t>(R * H), 0.0f);
+  ws_.expert_in.resize(static_cast<size_t>(R * H));
+  ws_.expert_gate_up.resize(static_cast<size_t>(R * 2 * Ie));
+  ws_.expert_act.resize(static_cast<size_t>(R * Ie));
+  ws_.expert_out.resize(static_cast<size_t>(R * H));
+  for (int e = 0; e < E; ++e) {  // ascending ids: each row sums its experts in id order
+    const int64_t begin = ws_.expert_offset[e];
+    const int64_t n = ws_.expert_offset[e + 1] - begin;
+    if (n == 0) continue;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t r = static_cast<size_t>(ws_.expert_tokens[static_cast<size_t>(begin + j)]);
+      std::memcpy(&ws_.expert_in[static_cast<size_t>(j * H)], &ws_.normed[r * H],
+                  static_cast<size_t>(H) * sizeof(float));
+    }
+    linear(lw.experts_gate_up, e * 2 * Ie, 2 * Ie, ws_.expert_in.data(), H, n,
+           ws_.expert_gate_up.data(), 2 * Ie);
+    for (int64_t j = 0; j < n; ++j) {
+      const float* gu = &ws_.expert_gate_up[static_cast<size_t>(j * 2 * Ie)];
+      cpu::gelu_tanh_mul(gu, gu + Ie, &ws_.expert_act[static_cast<size_t>(j * Ie)], Ie);
+    }
+    linear(lw.experts_down, e * H, H, ws_.expert_act.data(), Ie, n, ws_.expert_out.data(), H);
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t r = static_cast<size_t>(ws_.expert_tokens[static_cast<size_t>(begin + j)]);
+      const float wgt = ws_.expert_weights[static_cast<size_t>(begin + j)];
+      const float* y = &ws_.expert_out[static_cast<size_t>(j * H)];
+      float* acc = &ws_.expert_sum[r * H];
+      for (int64_t i = 0; i < H; ++i) acc[i] += y[i] * wgt;
+    }
+  }
+}
+
+void Gemma4Forward::per_layer_input_block(int l) {
+  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+  const int64_t R = num_rows();
+  const int64_t H = cfg_.hidden_size;
+  const int64_t P = cfg_.hidden_size_per_layer_input;
+  const int64_t LP = static_cast<int64_t>(cfg_.num_hidden_layers) * P;
+  ws_.ple_gate.resize(static_cast<size_t>(R * P));
+  ws_.proj.resize(static_cast<size_t>(R * H));
+  linear(lw.per_layer_input_gate, 0, P, ws_.x.data(), H, R, ws_.ple_gate.data(), P);
+  for (int64_t r = 0; r < R; ++r) {
+    cpu::gelu_tanh_mul_inplace(&ws_.ple_gate[static_cast<size_t>(r * P)],
+                               &ws_.ple[static_cast<size_t>(r * LP + l * P)], P);
+  }
+  linear(lw.per_layer_projection, 0, H, ws_.ple_gate.data(), P, R, ws_.proj.data(), H);
+  cpu::rms_norm_rows(ws_.proj.data(), H, lw.post_per_layer_input_norm.data(), ws_.proj.data(), H, R,
+                     H, plan_.eps);
+  add_into(ws_.x.data(), ws_.proj.data(), static_cast<size_t>(R * H));
+}
+
+}  // namespace gemmaserve::detail

@@ -1,0 +1,61 @@
+// The Gemma 4 text decoder forward pass over a ragged batch. Holds no request state: every call
+// gets the new tokens of each sequence, their positions and where their K/V live.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace gemmaserve {
+
+// Which rows of logits a sequence wants from this step.
+enum class LogitsWanted { kNone, kLast, kAll };
+
+struct SequenceInput {
+  std::span<const int32_t> tokens;  // new tokens, at positions start_pos .. start_pos+n-1
+  int32_t start_pos = 0;            // tokens of this sequence already in the cache
+  // Logical block -> physical block in `cache`, per attention type, covering every position
+  // < start_pos + tokens.size() that attention may read (sliding layers only read the window).
+  std::array<std::span<const int32_t>, kNumAttentionTypes> block_tables;
+  LogitsWanted logits = LogitsWanted::kLast;
+};
+
+struct ForwardOutput {
+  // Rows of `vocab_size` soft-capped logits, in batch order: for each sequence, nothing (kNone),
+  // its last token (kLast) or every new token (kAll).
+  std::vector<float> logits;
+  int rows = 0;
+};
+
+class Gemma4Model {
+ public:
+  Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool);
+  ~Gemma4Model();
+
+  const ModelConfig& config() const { return weights_.config; }
+  const TextConfig& text_config() const { return weights_.config.text; }
+  int vocab_size() const { return weights_.config.text.vocab_size; }
+
+  // One step for a ragged batch: writes the new tokens' K/V into `cache` and returns logits.
+  // Every weight matrix is applied once to all the batch's tokens.
+  void forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
+
+  // Number of weight-matrix applications so far (one per matrix per step; tests count it).
+  uint64_t matmul_calls() const { return matmul_calls_.load(); }
+
+ private:
+  struct Scratch;
+  ModelWeights weights_;
+  std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<Scratch> scratch_;
+  std::atomic<uint64_t> matmul_calls_{0};
+};
+
+}  // namespace gemmaserve

@@ -1,0 +1,360 @@
+#include "model/test_model_presets.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "core/error.h"
+
+namespace gemmaserve {
+namespace {
+
+using nlohmann::json;
+
+// The text-config numbers that differ between variants (HF convert_gemma4_weights.py values).
+struct Variant {
+  const char* name;
+  int hidden_size;
+  int intermediate_size;
+  int num_hidden_layers;
+  std::vector<const char*> layer_pattern;  // repeated to num_hidden_layers
+  int num_attention_heads;
+  int num_key_value_heads;
+  std::optional<int> num_global_key_value_heads;
+  int head_dim;
+  int global_head_dim;
+  bool attention_k_eq_v;
+  int sliding_window;
+  int num_kv_shared_layers;
+  bool use_double_wide_mlp;
+  int hidden_size_per_layer_input;
+  bool enable_moe_block;
+  std::optional<int> num_experts = std::nullopt;
+  std::optional<int> top_k_experts = std::nullopt;
+  std::optional<int> moe_intermediate_size = std::nullopt;
+  bool bidirectional_vision;
+  int max_position_embeddings;
+  int vision_soft_tokens_per_image;
+};
+
+constexpr const char* kS = "sliding_attention";
+constexpr const char* kF = "full_attention";
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = {
+      // Spec §10's tiny config (text part): every code path at vocab 262144.
+      {.name = "tiny", .hidden_size = 64, .intermediate_size = 128, .num_hidden_layers = 6,
+       .layer_pattern = {kS, kF, kS, kS, kS, kF}, .num_attention_heads = 4,
+       .num_key_value_heads = 2, .num_global_key_value_heads = 1, .head_dim = 32,
+       .global_head_dim = 64, .attention_k_eq_v = true, .sliding_window = 8,
+       .num_kv_shared_layers = 3, .use_double_wide_mlp = true, .hidden_size_per_layer_input = 16,
+       .enable_moe_block = true, .num_experts = 4, .top_k_experts = 2,
+       .moe_intermediate_size = 32, .bidirectional_vision = true,
+       .max_position_embeddings = 4096, .vision_soft_tokens_per_image = 70},
+      {.name = "e2b", .hidden_size = 1536, .intermediate_size = 6144, .num_hidden_layers = 35,
+       .layer_pattern = {kS, kS, kS, kS, kF}, .num_attention_heads = 8,
+       .num_key_value_heads = 1, .num_global_key_value_heads = std::nullopt, .head_dim = 256,
+       .global_head_dim = 512, .attention_k_eq_v = false, .sliding_window = 512,
+       .num_kv_shared_layers = 20, .use_double_wide_mlp = true,
+       .hidden_size_per_layer_input = 256, .enable_moe_block = false,
+       .bidirectional_vision = false, .max_position_embeddings = 131072,
+       .vision_soft_tokens_per_image = 280},
+      {.name = "e4b", .hidden_size = 2560, .intermediate_size = 10240, .num_hidden_layers = 42,
+       .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 8,
+       .num_key_value_heads = 2, .num_global_key_value_heads = std::nullopt, .head_dim = 256,
+       .global_head_dim = 512, .attention_k_eq_v = false, .sliding_window = 512,
+       .num_kv_shared_layers = 18, .use_double_wide_mlp = false,
+       .hidden_size_per_layer_input = 256, .enable_moe_block = false,
+       .bidirectional_vision = false, .max_position_embeddings = 131072,
+       .vision_soft_tokens_per_image = 280},
+      {.name = "31b", .hidden_size = 5376, .intermediate_size = 21504, .num_hidden_layers = 60,
+       .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 32,
+       .num_key_value_heads = 16, .num_global_key_value_heads = 4, .head_dim = 256,
+       .global_head_dim = 512, .attention_k_eq_v = true, .sliding_window = 1024,
+       .num_kv_shared_layers = 0, .use_double_wide_mlp = false, .hidden_size_per_layer_input = 0,
+       .enable_moe_block = false, .bidirectional_vision = true,
+       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280},
+      {.name = "26b-a4b", .hidden_size = 2816, .intermediate_size = 2112,
+       .num_hidden_layers = 30, .layer_pattern = {kS, kS, kS, kS, kS, kF},
+       .num_attention_heads = 16, .num_key_value_heads = 8, .num_global_key_value_heads = 2,
+       .head_dim = 256, .global_head_dim = 512, .attention_k_eq_v = true,
+       .sliding_window = 1024, .num_kv_shared_layers = 0, .use_double_wide_mlp = false,
+       .hidden_size_per_layer_input = 0, .enable_moe_block = true, .num_experts = 128,
+       .top_k_experts = 8, .moe_intermediate_size = 704, .bidirectional_vision = true,
+       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280},
+  };
+  return v;
+}
+
+const Variant& find_variant(const std::string& preset) {
+  for (const auto& v : variants()) {
+    if (preset == v.name) return v;
+  }
+  std::string names;
+  for (const auto& n : test_model_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw InputError("unknown preset '" + preset + "' (expected one of " + names + ")");
+}
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "float32";
+    case DType::kF16:
+      return "float16";
+    case DType::kBF16:
+      return "bfloat16";
+    default:
+      throw InputError(std::string("unsupported test-model dtype ") + dtype_name(dtype));
+  }
+}
+
+json optional_int(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+// 64-bit finaliser of splitmix64: a good bijective mixer, so mix(counter) is a counter RNG.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+template <typename Store>
+void fill_values(const TensorInit& init, uint64_t stream, int64_t first, int64_t count,
+                 Store store) {
+  if (init.kind == TensorInit::Kind::kNormal) {
+    // Irwin-Hall sum of four 16-bit uniforms: mean 0, unit variance, tails cut at ±3.46σ.
+    const float scale = init.b * 1.7320508f / 65536.0f;
+    for (int64_t i = 0; i < count; ++i) {
+      const uint64_t r = mix64(stream + static_cast<uint64_t>(first + i + 1) * kGolden);
+      const int64_t s = static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) +
+                                             ((r >> 32) & 0xffff) + (r >> 48)) -
+                        131070;
+      store(i, init.a + static_cast<float>(s) * scale);
+    }
+  } else {
+    const float span = init.b - init.a;
+    for (int64_t i = 0; i < count; ++i) {
+      const uint64_t r = mix64(stream + static_cast<uint64_t>(first + i + 1) * kGolden);
+      store(i, init.a + span * static_cast<float>(r >> 40) * (1.0f / 16777216.0f));
+    }
+  }
+}
+
+}  // namespace
+
+int64_t TestModelSpec::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += t.spec.numel();
+  return n;
+}
+
+uint64_t TestModelSpec::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors) n += t.spec.nbytes();
+  return n;
+}
+
+std::vector<TensorSpec> TestModelSpec::specs() const {
+  std::vector<TensorSpec> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.spec);
+  return out;
+}
+
+const std::vector<std::string>& test_model_preset_names() {
+  static const std::vector<std::string> names = {"tiny", "e2b", "e4b", "31b", "26b-a4b"};
+  return names;
+}
+
+json test_model_config(const std::string& preset, DType dtype) {
+  const Variant& v = find_variant(preset);
+  const char* dt = torch_dtype_name(dtype);
+  json layer_types = json::array();
+  for (int i = 0; i < v.num_hidden_layers; ++i) {
+    layer_types.push_back(v.layer_pattern[static_cast<size_t>(i) % v.layer_pattern.size()]);
+  }
+  json text = {
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"attention_k_eq_v", v.attention_k_eq_v},
+      {"bos_token_id", 2},
+      {"dtype", dt},
+      {"enable_moe_block", v.enable_moe_block},
+      {"eos_token_id", 1},
+      {"final_logit_softcapping", 30.0},
+      {"global_head_dim", v.global_head_dim},
+      {"head_dim", v.head_dim},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"hidden_size", v.hidden_size},
+      {"hidden_size_per_layer_input", v.hidden_size_per_layer_input},
+      {"initializer_range", 0.02},
+      {"intermediate_size", v.intermediate_size},
+      {"layer_types", layer_types},
+      {"max_position_embeddings", v.max_position_embeddings},
+      {"model_type", "gemma4_text"},
+      {"moe_intermediate_size", optional_int(v.moe_intermediate_size)},
+      {"num_attention_heads", v.num_attention_heads},
+      {"num_experts", optional_int(v.num_experts)},
+      {"num_global_key_value_heads", optional_int(v.num_global_key_value_heads)},
+      {"num_hidden_layers", v.num_hidden_layers},
+      {"num_key_value_heads", v.num_key_value_heads},
+      {"num_kv_shared_layers", v.num_kv_shared_layers},
+      {"pad_token_id", 0},
+      {"rms_norm_eps", 1e-06},
+      {"rope_parameters",
+       {{"full_attention",
+         {{"partial_rotary_factor", 0.25},
+          {"rope_theta", 1000000.0},
+          {"rope_type", "proportional"}}},
+        {"sliding_attention", {{"rope_theta", 10000.0}, {"rope_type", "default"}}}}},
+      {"sliding_window", v.sliding_window},
+      {"tie_word_embeddings", true},
+      {"top_k_experts", optional_int(v.top_k_experts)},
+      {"use_bidirectional_attention", v.bidirectional_vision ? json("vision") : json(nullptr)},
+      {"use_cache", true},
+      {"use_double_wide_mlp", v.use_double_wide_mlp},
+      {"vocab_size", 262144},
+      {"vocab_size_per_layer_input", 262144},
+  };
+  return {
+      {"architectures", {"Gemma4ForConditionalGeneration"}},
+      {"audio_config", nullptr},
+      {"audio_token_id", 258881},
+      {"boa_token_id", 256000},
+      {"boi_token_id", 255999},
+      {"dtype", dt},
+      {"eoa_token_id", 258883},
+      {"eoa_token_index", 258883},
+      {"eoi_token_id", 258882},
+      {"eos_token_id", {1, 106, 50}},
+      {"image_token_id", 258880},
+      {"initializer_range", 0.02},
+      {"model_type", "gemma4"},
+      {"text_config", text},
+      {"tie_word_embeddings", true},
+      {"video_token_id", 258884},
+      {"vision_config", nullptr},
+      {"vision_soft_tokens_per_image", v.vision_soft_tokens_per_image},
+  };
+}
+
+json test_generation_config() {
+  return {{"bos_token_id", 2}, {"do_sample", true},  {"eos_token_id", {1, 106, 50}},
+          {"pad_token_id", 0}, {"temperature", 1.0}, {"top_k", 64},
+          {"top_p", 0.95}};
+}
+
+std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dtype) {
+  torch_dtype_name(dtype);  // rejects non-float dtypes
+  const TextConfig& c = config.text;
+  const std::string& prefix = config.tensor_prefix;
+  const int64_t H = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
+  const int64_t P = c.hidden_size_per_layer_input, nH = c.num_attention_heads;
+  std::vector<TestTensor> out;
+  auto add = [&](const std::string& key, std::vector<int64_t> shape, TensorInit init) {
+    out.push_back({TensorSpec{prefix + key, dtype, std::move(shape)}, key, init});
+  };
+  // N(0, 1/fan_in) keeps a matrix's output at its input's scale.
+  auto linear = [&](const std::string& key, int64_t rows, int64_t fan_in) {
+    add(key, {rows, fan_in}, {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(fan_in))});
+  };
+  auto norm = [&](const std::string& key, int64_t n) {
+    add(key, {n}, {TensorInit::Kind::kNormal, 1.0f, 0.1f});
+  };
+  const TensorInit around_one{TensorInit::Kind::kUniform, 0.5f, 1.5f};
+
+  // Scaled by sqrt(H) on lookup and used unscaled as the tied lm_head: unit rows, unit logits.
+  add("embed_tokens.weight", {V, H}, {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(H))});
+  if (P > 0) {
+    add("embed_tokens_per_layer.weight", {c.vocab_size_per_layer_input, L * P},
+        {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(P))});
+    linear("per_layer_model_projection.weight", L * P, H);
+    norm("per_layer_projection_norm.weight", P);
+  }
+  for (int64_t i = 0; i < L; ++i) {
+    const LayerSpec& s = c.layers[static_cast<size_t>(i)];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    const int64_t hd = s.head_dim, kv = s.num_kv_heads, I = s.intermediate_size;
+    norm(p + "input_layernorm.weight", H);
+    linear(p + "self_attn.q_proj.weight", nH * hd, H);
+    if (!s.kv_shared()) {
+      linear(p + "self_attn.k_proj.weight", kv * hd, H);
+      if (!s.k_eq_v) linear(p + "self_attn.v_proj.weight", kv * hd, H);
+    }
+    linear(p + "self_attn.o_proj.weight", H, nH * hd);
+    norm(p + "self_attn.q_norm.weight", hd);
+    if (!s.kv_shared()) norm(p + "self_attn.k_norm.weight", hd);
+    norm(p + "post_attention_layernorm.weight", H);
+    norm(p + "pre_feedforward_layernorm.weight", H);
+    linear(p + "mlp.gate_proj.weight", I, H);
+    linear(p + "mlp.up_proj.weight", I, H);
+    linear(p + "mlp.down_proj.weight", H, I);
+    if (c.enable_moe_block) {
+      const int64_t E = c.num_experts, Ie = c.moe_intermediate_size;
+      // The router input is scaled by H^-0.5 in the forward pass; unit-scale weights give
+      // unit-scale logits, so routing is decisive rather than a near-uniform tie.
+      add(p + "router.proj.weight", {E, H}, {TensorInit::Kind::kNormal, 0.0f, 1.0f});
+      add(p + "router.scale", {H}, around_one);
+      add(p + "router.per_expert_scale", {E}, around_one);
+      add(p + "experts.gate_up_proj", {E, 2 * Ie, H},
+          {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(H))});
+      add(p + "experts.down_proj", {E, H, Ie},
+          {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(Ie))});
+      norm(p + "pre_feedforward_layernorm_2.weight", H);
+      norm(p + "post_feedforward_layernorm_1.weight", H);
+      norm(p + "post_feedforward_layernorm_2.weight", H);
+    }
+    norm(p + "post_feedforward_layernorm.weight", H);
+    if (P > 0) {
+      linear(p + "per_layer_input_gate.weight", P, H);
+      linear(p + "per_layer_projection.weight", H, P);
+      norm(p + "post_per_layer_input_norm.weight", H);
+    }
+    add(p + "layer_scalar", {1}, around_one);
+  }
+  norm("norm.weight", H);
+  return out;
+}
+
+TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
+  TestModelSpec spec;
+  spec.preset = preset;
+  spec.config = test_model_config(preset, dtype);
+  spec.generation_config = test_generation_config();
+  const ModelConfig mc = parse_model_config(spec.config, "preset '" + preset + "'");
+  spec.tensors = text_decoder_tensors(mc, dtype);
+  return spec;
+}
+
+void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t count,
+                      std::byte* dst) {
+  const uint64_t stream = mix64(seed * kGolden ^ fnv1a(t.key));
+  switch (t.spec.dtype) {
+    case DType::kF32:
+      fill_values(t.init, stream, first, count,
+                  [dst](int64_t i, float x) { std::memcpy(dst + i * 4, &x, 4); });
+      return;
+    case DType::kBF16:
+      fill_values(t.init, stream, first, count, [dst](int64_t i, float x) {
+        const uint16_t h = f32_to_bf16(x);
+        std::memcpy(dst + i * 2, &h, 2);
+      });
+      return;
+    case DType::kF16:
+      fill_values(t.init, stream, first, count, [dst](int64_t i, float x) {
+        const uint16_t h = f32_to_f16(x);
+        std::memcpy(dst + i * 2, &h, 2);
+      });
+      return;
+    default:
+      throw InputError(std::string("unsupported test-model dtype ") + dtype_name(t.spec.dtype));
+  }
+}
+
+}  // namespace gemmaserve

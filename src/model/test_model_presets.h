@@ -1,0 +1,68 @@
+// Random-weight Gemma 4 checkpoints with the real tensor names and shapes of each released
+// variant (and a tiny one covering every code path), for tests, demos and benchmarks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace gemmaserve {
+
+// How a tensor's random values are drawn.
+struct TensorInit {
+  enum class Kind { kNormal, kUniform };
+  Kind kind = Kind::kNormal;
+  float a = 0.0f;  // normal: mean; uniform: low
+  float b = 1.0f;  // normal: standard deviation; uniform: high (exclusive)
+};
+
+struct TestTensor {
+  TensorSpec spec;  // full checkpoint name, dtype, shape
+  std::string key;  // name without the text prefix: seeds this tensor's random stream
+  TensorInit init;
+};
+
+struct TestModelSpec {
+  std::string preset;
+  nlohmann::json config;             // config.json
+  nlohmann::json generation_config;  // generation_config.json
+  std::vector<TestTensor> tensors;   // the text decoder's, in file order
+
+  int64_t num_parameters() const;
+  uint64_t total_bytes() const;  // tensor data only
+  std::vector<TensorSpec> specs() const;
+};
+
+// "tiny", "e2b", "e4b", "31b", "26b-a4b".
+const std::vector<std::string>& test_model_preset_names();
+
+// config.json of a preset in the official Gemma4ForConditionalGeneration layout (nested
+// text_config, vision_config/audio_config null: the checkpoint is text-only). `dtype` only sets
+// the "dtype" fields. Throws InputError naming the preset when unknown.
+nlohmann::json test_model_config(const std::string& preset, DType dtype = DType::kBF16);
+
+// generation_config.json of an instruction-tuned Gemma 4: stop ids [1, 106, 50], bos 2, pad 0,
+// sampling defaults temperature 1.0, top_k 64, top_p 0.95.
+nlohmann::json test_generation_config();
+
+// The text-decoder tensors any parsed config needs (names under config.tensor_prefix, no
+// lm_head since embeddings are tied, no k/v tensors on KV-shared layers), with init rules that
+// keep activations near unit scale: matrices N(0, 1/fan_in), norm weights N(1, 0.1) so a
+// `1 + w` bug shows, layer_scalar and router scales uniform in [0.5, 1.5).
+std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dtype);
+
+// Preset config + tensor list. dtype must be F32, F16 or BF16 (InputError otherwise).
+TestModelSpec make_test_model_spec(const std::string& preset, DType dtype);
+
+// Writes elements [first, first + count) of `t` in its dtype. Values depend only on (seed,
+// t.key, element index), so any chunking or thread split gives the same bytes.
+void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t count,
+                      std::byte* dst);
+
+}  // namespace gemmaserve

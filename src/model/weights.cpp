@@ -1,0 +1,275 @@
+#include "model/weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace gemmaserve {
+namespace {
+
+// Binds tensors by name, checks shapes, and remembers which names were used.
+class TensorBinder {
+ public:
+  // Copies of misaligned tensors are kept alive in `owned`.
+  TensorBinder(const SafetensorsCheckpoint& ckpt, std::string prefix,
+               std::vector<std::shared_ptr<const void>>* owned)
+      : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned) {}
+
+  const TensorView* find(const std::string& name) {
+    const TensorView* v = ckpt_.find(prefix_ + name);
+    if (v) used_.insert(v->name);
+    return v;
+  }
+
+  const TensorView& require(const std::string& name) {
+    const TensorView* v = find(name);
+    if (!v) {
+      throw InputError(ckpt_.dir().string() + ": missing tensor '" + prefix_ + name + "'");
+    }
+    return *v;
+  }
+
+  static void check_shape(const TensorView& v, const std::vector<int64_t>& expected) {
+    if (v.shape != expected) {
+      TensorView want;
+      want.shape = expected;
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has shape " +
+                       v.shape_string() + ", expected " + want.shape_string());
+    }
+  }
+
+  static void check_float(const TensorView& v) {
+    if (v.dtype != DType::kF32 && v.dtype != DType::kF16 && v.dtype != DType::kBF16) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has unsupported dtype " +
+                       dtype_name(v.dtype) + " (expected BF16, F16 or F32)");
+    }
+  }
+
+  WeightMatrix matrix(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView& v = require(name);
+    check_shape(v, shape);
+    check_float(v);
+    return as_matrix(v);
+  }
+
+  WeightMatrix optional_matrix(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView* v = find(name);
+    if (!v) return {};
+    check_shape(*v, shape);
+    check_float(*v);
+    return as_matrix(*v);
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const TensorView& v = require(name);
+    check_shape(v, {n});
+    check_float(v);
+    std::vector<float> out(static_cast<size_t>(n));
+    convert_to_f32(v.dtype, aligned_data(v), out.data(), out.size());
+    return out;
+  }
+
+  // A one-element tensor stored as [1] or [] (a scalar buffer).
+  std::optional<float> scalar(const std::string& name) {
+    const TensorView* v = find(name);
+    if (!v) return std::nullopt;
+    if (v->numel() != 1 || v->shape.size() > 1) check_shape(*v, {1});
+    check_float(*v);
+    float x;
+    convert_to_f32(v->dtype, aligned_data(*v), &x, 1);
+    return x;
+  }
+
+  void mark_used(const std::string& name) {
+    if (const TensorView* v = ckpt_.find(prefix_ + name)) used_.insert(v->name);
+  }
+  const std::set<std::string>& used() const { return used_; }
+
+ private:
+  // The tensor's data, or an aligned copy when the file places it at an address that is not
+  // a multiple of its element size (legal in safetensors: the header need not be padded).
+  const void* aligned_data(const TensorView& v) {
+    if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0) return v.data;
+    auto copy = std::make_shared<std::vector<uint64_t>>((v.nbytes + 7) / 8);
+    std::memcpy(copy->data(), v.data, v.nbytes);
+    owned_->push_back(copy);
+    return copy->data();
+  }
+
+  WeightMatrix as_matrix(const TensorView& v) {
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = v.dtype;
+    m.data = aligned_data(v);
+    m.cols = v.shape.back();
+    m.rows = v.numel() / std::max<int64_t>(m.cols, 1);
+    return m;
+  }
+
+  const SafetensorsCheckpoint& ckpt_;
+  std::string prefix_;
+  std::vector<std::shared_ptr<const void>>* owned_;
+  std::set<std::string> used_;
+};
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// Touches every page of every tensor so loading shows real progress and later steps do not
+// stall on page faults.
+void prefault(const SafetensorsCheckpoint& ckpt, const LoadProgress& progress) {
+  const size_t total = ckpt.total_bytes();
+  size_t done = 0, last_report = 0;
+  volatile unsigned char sink = 0;
+  for (const auto& [name, v] : ckpt.all()) {
+    const auto* p = reinterpret_cast<const unsigned char*>(v->data);
+    for (size_t off = 0; off < v->nbytes; off += 4096) sink = sink + p[off];
+    done += v->nbytes;
+    if (progress && (done - last_report > (64u << 20) || done == total)) {
+      progress(done, total);
+      last_report = done;
+    }
+  }
+  if (progress) progress(total, total);
+}
+
+}  // namespace
+
+ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress) {
+  ModelWeights w;
+  w.config = load_model_config(dir);
+  auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
+  w.checkpoint = ckpt;
+  TextConfig& c = w.config.text;
+
+  // The configured prefix first, then the other known layouts.
+  std::vector<std::string> prefixes = {w.config.tensor_prefix, "model.language_model.", "model.",
+                                       "language_model.model.", ""};
+  std::string prefix;
+  bool found = false;
+  for (const auto& p : prefixes) {
+    if (ckpt->find(p + "embed_tokens.weight")) {
+      prefix = p;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    throw InputError(dir.string() + ": missing tensor '" + w.config.tensor_prefix +
+                     "embed_tokens.weight'");
+  }
+  w.config.tensor_prefix = prefix;
+  TensorBinder b(*ckpt, prefix, &w.owned_buffers);
+  const int64_t H = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
+  const int64_t P = c.hidden_size_per_layer_input;
+  const int64_t nH = c.num_attention_heads;
+
+  w.embed_tokens = b.matrix("embed_tokens.weight", {V, H});
+  w.final_norm = b.vector("norm.weight", H);
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed_tokens;
+    if (const TensorView* lm = ckpt->find("lm_head.weight")) {
+      TensorBinder::check_shape(*lm, {V, H});
+      GS_LOG_DEBUG << "tied embeddings: ignoring stored lm_head.weight";
+    }
+  } else {
+    TensorBinder top(*ckpt, "", &w.owned_buffers);
+    w.lm_head = top.matrix("lm_head.weight", {V, H});
+  }
+  if (P > 0) {
+    w.embed_tokens_per_layer =
+        b.matrix("embed_tokens_per_layer.weight", {c.vocab_size_per_layer_input, L * P});
+    w.per_layer_model_projection = b.matrix("per_layer_model_projection.weight", {L * P, H});
+    w.per_layer_projection_norm = b.vector("per_layer_projection_norm.weight", P);
+  }
+
+  int missing_scalars = 0;
+  w.layers.resize(static_cast<size_t>(L));
+  for (int i = 0; i < L; ++i) {
+    const LayerSpec& s = c.layers[i];
+    LayerWeights& lw = w.layers[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    const int64_t hd = s.head_dim, kv = s.num_kv_heads, I = s.intermediate_size;
+    lw.input_layernorm = b.vector(p + "input_layernorm.weight", H);
+    lw.post_attention_layernorm = b.vector(p + "post_attention_layernorm.weight", H);
+    lw.pre_feedforward_layernorm = b.vector(p + "pre_feedforward_layernorm.weight", H);
+    lw.post_feedforward_layernorm = b.vector(p + "post_feedforward_layernorm.weight", H);
+    lw.q_proj = b.matrix(p + "self_attn.q_proj.weight", {nH * hd, H});
+    lw.o_proj = b.matrix(p + "self_attn.o_proj.weight", {H, nH * hd});
+    lw.q_norm = b.vector(p + "self_attn.q_norm.weight", hd);
+    if (s.kv_shared()) {
+      // KV-shared layers attend over their source layer's cache: stored k/v are unused.
+      b.mark_used(p + "self_attn.k_proj.weight");
+      b.mark_used(p + "self_attn.v_proj.weight");
+      b.mark_used(p + "self_attn.k_norm.weight");
+    } else {
+      lw.k_proj = b.matrix(p + "self_attn.k_proj.weight", {kv * hd, H});
+      lw.k_norm = b.vector(p + "self_attn.k_norm.weight", hd);
+      if (s.k_eq_v) {
+        b.mark_used(p + "self_attn.v_proj.weight");
+      } else {
+        lw.v_proj = b.matrix(p + "self_attn.v_proj.weight", {kv * hd, H});
+      }
+    }
+    lw.gate_proj = b.matrix(p + "mlp.gate_proj.weight", {I, H});
+    lw.up_proj = b.matrix(p + "mlp.up_proj.weight", {I, H});
+    lw.down_proj = b.matrix(p + "mlp.down_proj.weight", {H, I});
+    if (auto x = b.scalar(p + "layer_scalar")) {
+      lw.layer_scalar = *x;
+    } else {
+      ++missing_scalars;
+    }
+    if (P > 0) {
+      lw.per_layer_input_gate = b.matrix(p + "per_layer_input_gate.weight", {P, H});
+      lw.per_layer_projection = b.matrix(p + "per_layer_projection.weight", {H, P});
+      lw.post_per_layer_input_norm = b.vector(p + "post_per_layer_input_norm.weight", H);
+    }
+    if (c.enable_moe_block) {
+      const int64_t E = c.num_experts, Ie = c.moe_intermediate_size;
+      lw.router_proj = b.matrix(p + "router.proj.weight", {E, H});
+      lw.router_scale = b.vector(p + "router.scale", H);
+      lw.router_per_expert_scale = b.vector(p + "router.per_expert_scale", E);
+      lw.experts_gate_up = b.matrix(p + "experts.gate_up_proj", {E, 2 * Ie, H});
+      lw.experts_down = b.matrix(p + "experts.down_proj", {E, H, Ie});
+      lw.pre_feedforward_layernorm_2 = b.vector(p + "pre_feedforward_layernorm_2.weight", H);
+      lw.post_feedforward_layernorm_1 = b.vector(p + "post_feedforward_layernorm_1.weight", H);
+      lw.post_feedforward_layernorm_2 = b.vector(p + "post_feedforward_layernorm_2.weight", H);
+    }
+  }
+  if (missing_scalars) {
+    GS_LOG_WARNING << dir.string() << ": " << missing_scalars
+                   << " layers have no layer_scalar tensor; using 1.0 (HF's initial value)";
+  }
+
+  // Report what was not used: the vision/audio towers (separate features) and anything else.
+  size_t vision = 0, audio = 0;
+  std::vector<std::string> unknown;
+  for (const auto& [name, v] : ckpt->all()) {
+    if (b.used().count(name) || name == "lm_head.weight") continue;
+    if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.")) {
+      ++vision;
+    } else if (starts_with(name, "model.audio_tower.") || starts_with(name, "model.embed_audio.")) {
+      ++audio;
+    } else {
+      unknown.push_back(name);
+    }
+  }
+  if (vision) {
+    GS_LOG_INFO << "skipping " << vision
+                << " vision-tower tensors: image input is not supported yet (text only)";
+  }
+  if (audio) {
+    GS_LOG_INFO << "skipping " << audio
+                << " audio-tower tensors: audio input is not supported yet (text only)";
+  }
+  if (!unknown.empty()) {
+    GS_LOG_WARNING << "ignoring " << unknown.size() << " unexpected tensors, e.g. '"
+                   << unknown.front() << "'";
+  }
+  prefault(*ckpt, progress);
+  return w;
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,73 @@
+// Gemma 4 text-decoder weights, bound to checkpoint tensors by name and validated by shape.
+// Large matrices stay memory-mapped in their checkpoint dtype; small vectors are held as f32.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace gemmaserve {
+
+// A 2-D (or 3-D for experts) weight in checkpoint layout: rows of `cols` elements, row-major.
+// Linear weights are [out, in]; experts are [E, rows_per_expert, cols].
+struct WeightMatrix {
+  std::string name;
+  DType dtype = DType::kBF16;
+  const void* data = nullptr;  // nullptr = absent
+  int64_t rows = 0;            // total rows (E * per-expert rows for 3-D)
+  int64_t cols = 0;
+  explicit operator bool() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  std::vector<float> input_layernorm, post_attention_layernorm;
+  std::vector<float> pre_feedforward_layernorm, post_feedforward_layernorm;
+  WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v absent on KV-shared layers; v on k_eq_v
+  std::vector<float> q_norm, k_norm;            // k_norm empty on KV-shared layers
+  WeightMatrix gate_proj, up_proj, down_proj;
+  float layer_scalar = 1.0f;
+  // Per-layer embeddings (hidden_size_per_layer_input > 0).
+  WeightMatrix per_layer_input_gate, per_layer_projection;
+  std::vector<float> post_per_layer_input_norm;
+  // MoE (enable_moe_block).
+  WeightMatrix router_proj;
+  std::vector<float> router_scale, router_per_expert_scale;
+  WeightMatrix experts_gate_up;  // [E, 2*I_e, H]
+  WeightMatrix experts_down;     // [E, H, I_e]
+  std::vector<float> pre_feedforward_layernorm_2, post_feedforward_layernorm_1,
+      post_feedforward_layernorm_2;
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  WeightMatrix embed_tokens;  // [V, H]
+  WeightMatrix lm_head;       // == embed_tokens when tied
+  std::vector<float> final_norm;
+  WeightMatrix embed_tokens_per_layer;      // [V_ple, L*P]
+  WeightMatrix per_layer_model_projection;  // [L*P, H]
+  std::vector<float> per_layer_projection_norm;
+  std::vector<LayerWeights> layers;
+
+  // Keeps the mapped files (and any converted buffers) alive.
+  std::shared_ptr<const SafetensorsCheckpoint> checkpoint;
+  std::vector<std::shared_ptr<const void>> owned_buffers;
+};
+
+// Progress callback: (bytes done, bytes total).
+using LoadProgress = std::function<void(size_t, size_t)>;
+
+// Loads config.json and the safetensors of a folder and binds every tensor the text decoder
+// needs, checking names and shapes (InputError naming file and tensor: "missing tensor",
+// "shape [a, b] expected, found [c, d]", unsupported dtype). Vision/audio tensors and unused
+// k/v tensors of KV-shared layers are skipped (logged).
+ModelWeights load_model_weights(const std::filesystem::path& dir,
+                                const LoadProgress& progress = nullptr);
+
+}  // namespace gemmaserve

@@ -1,0 +1,125 @@
+#include "tokenizer/gguf_vocab.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "tokenizer/utf8.h"
+
+namespace gemmaserve {
+
+namespace {
+
+std::optional<int32_t> optional_id(const GgufFile& gguf, const char* key, size_t n_tokens) {
+  const GgufValue* v = gguf.find(key);
+  if (v == nullptr) return std::nullopt;
+  int64_t id = v->as_int();
+  if (id < 0 || static_cast<size_t>(id) >= n_tokens) {
+    // llama.cpp writes -1 (as uint32 0xFFFFFFFF) for "none"; anything else out of range is bad.
+    if (id == -1 || id == int64_t{0xFFFFFFFF}) return std::nullopt;
+    throw InputError(gguf.path().string() + ": " + key + " " + std::to_string(id) +
+                     " is outside the vocabulary of " + std::to_string(n_tokens) + " tokens");
+  }
+  return static_cast<int32_t>(id);
+}
+
+bool optional_bool(const GgufFile& gguf, const char* key, bool fallback) {
+  const GgufValue* v = gguf.find(key);
+  return v == nullptr ? fallback : v->as_bool();
+}
+
+}  // namespace
+
+TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
+  const std::string file = gguf.path().string();
+  TokenizerSpec spec;
+  spec.source = file;
+
+  const std::string_view model = gguf.get("tokenizer.ggml.model").as_string();
+  if (model != "gemma4") {
+    throw InputError(file + ": tokenizer.ggml.model '" + std::string(model) +
+                     "' is not supported (only 'gemma4' BPE vocabularies)");
+  }
+  const std::vector<std::string_view> tokens = gguf.get("tokenizer.ggml.tokens").as_string_array();
+  std::vector<int64_t> types(tokens.size(), static_cast<int64_t>(GgufTokenType::kNormal));
+  if (const GgufValue* t = gguf.find("tokenizer.ggml.token_type")) {
+    types = t->as_int_array();
+    if (types.size() != tokens.size()) {
+      throw InputError(file + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                       " entries but tokenizer.ggml.tokens has " + std::to_string(tokens.size()));
+    }
+  }
+
+  spec.vocab.reserve(tokens.size());
+  std::unordered_map<std::string_view, int32_t> ids;
+  ids.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!utf8::is_valid(tokens[i])) {
+      throw InputError(file + ": tokenizer.ggml.tokens[" + std::to_string(i) +
+                       "] is not valid UTF-8");
+    }
+    spec.vocab.emplace_back(tokens[i]);
+    ids.emplace(tokens[i], static_cast<int32_t>(i));
+    const auto type = static_cast<GgufTokenType>(types[i]);
+    if (type == GgufTokenType::kControl || type == GgufTokenType::kUnknown ||
+        type == GgufTokenType::kUserDefined) {
+      AddedToken t;
+      t.id = static_cast<int32_t>(i);
+      t.content = std::string(tokens[i]);
+      t.special = type != GgufTokenType::kUserDefined;
+      t.normalized = false;
+      spec.added_tokens.push_back(std::move(t));
+    }
+  }
+
+  const std::vector<std::string_view> merges = gguf.get("tokenizer.ggml.merges").as_string_array();
+  spec.merges.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    // "a b": pieces never contain a space (it is escaped to ▁), so the first one splits them.
+    const std::string_view m = merges[i];
+    const size_t space = m.find(' ', 1);
+    auto a = space == std::string_view::npos ? ids.end() : ids.find(m.substr(0, space));
+    auto b = space == std::string_view::npos ? ids.end() : ids.find(m.substr(space + 1));
+    if (a == ids.end() || b == ids.end()) {
+      throw InputError(file + ": tokenizer.ggml.merges[" + std::to_string(i) + "] '" +
+                       std::string(m) + "' is not two vocabulary pieces separated by a space");
+    }
+    spec.merges.emplace_back(a->second, b->second);
+  }
+
+  spec.bpe.byte_fallback = true;
+  spec.bpe.fuse_unk = true;
+  const auto unk = optional_id(gguf, "tokenizer.ggml.unknown_token_id", tokens.size());
+  if (unk) {
+    spec.bpe.unk_token = spec.vocab[static_cast<size_t>(*unk)];
+  } else if (ids.contains("<unk>")) {
+    spec.bpe.unk_token = "<unk>";
+  }
+  spec.normalizer = gemma_normalizer();
+  spec.pre_tokenizer = gemma_pre_tokenizer();
+  spec.decoder = gemma_decoder();
+
+  spec.bos_id = optional_id(gguf, "tokenizer.ggml.bos_token_id", tokens.size());
+  if (auto eos = optional_id(gguf, "tokenizer.ggml.eos_token_id", tokens.size())) {
+    spec.eos_ids.push_back(*eos);
+  }
+  if (auto eot = optional_id(gguf, "tokenizer.ggml.eot_token_id", tokens.size())) {
+    if (spec.eos_ids.empty() || spec.eos_ids.front() != *eot) spec.eos_ids.push_back(*eot);
+  }
+  spec.pad_id = optional_id(gguf, "tokenizer.ggml.padding_token_id", tokens.size());
+  // GemmaTokenizer defaults: add <bos>, no <eos>.
+  if (optional_bool(gguf, "tokenizer.ggml.add_bos_token", true) && spec.bos_id) {
+    spec.prefix_ids.push_back(*spec.bos_id);
+  }
+  if (optional_bool(gguf, "tokenizer.ggml.add_eos_token", false) && !spec.eos_ids.empty()) {
+    spec.suffix_ids.push_back(spec.eos_ids.front());
+  }
+  return spec;
+}
+
+std::optional<std::string> gguf_chat_template(const GgufFile& gguf) {
+  const GgufValue* v = gguf.find("tokenizer.chat_template");
+  if (v == nullptr) return std::nullopt;
+  return std::string(v->as_string());
+}
+
+}  // namespace gemmaserve

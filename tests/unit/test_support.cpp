@@ -1,0 +1,61 @@
+#include "test_support.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+
+namespace gemmaserve::testing {
+
+std::optional<std::filesystem::path> shared_dir() {
+  if (const char* env = std::getenv("GEMMASERVE_SHARED"); env && *env) {
+    std::filesystem::path p(env);
+    if (std::filesystem::is_directory(p)) return p;
+    return std::nullopt;
+  }
+  auto p = source_dir().parent_path() / "shared";
+  if (std::filesystem::is_directory(p)) return p;
+  return std::nullopt;
+}
+
+bool running_in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
+std::filesystem::path source_dir() { return GEMMASERVE_SOURCE_DIR; }
+
+std::filesystem::path cli_binary() { return GEMMASERVE_BINARY; }
+
+TempDir::TempDir() {
+  std::random_device rd;
+  auto base = std::filesystem::temp_directory_path();
+  for (int i = 0; i < 100; ++i) {
+    auto p = base / ("gemmaserve-test-" + std::to_string(rd()));
+    if (std::filesystem::create_directory(p)) {
+      path_ = p;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create temp dir");
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace gemmaserve::testing
