@@ -1,0 +1,278 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace gemmaserve {
+
+void check_request_length(int num_prompt_tokens, std::optional<int> max_tokens, int max_model_len) {
+  const std::string n = std::to_string(max_model_len);
+  const std::string m = std::to_string(num_prompt_tokens);
+  // A prompt may use up to max_model_len - 1 tokens: one must be left to generate.
+  if (num_prompt_tokens >= max_model_len) {
+    throw InputError("This model's maximum context length is " + n +
+                     " tokens. However, your request has " + m +
+                     " input tokens. Please reduce the length of the input messages.");
+  }
+  if (max_tokens && int64_t{num_prompt_tokens} + *max_tokens > max_model_len) {
+    const std::string t = std::to_string(*max_tokens);
+    throw InputError("'max_tokens' or 'max_completion_tokens' is too large: " + t +
+                     ". This model's maximum context length is " + n +
+                     " tokens and your request has " + m + " input tokens (" + t + " > " + n +
+                     " - " + m + ").");
+  }
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager kv_cache)
+    : config_(config), kv_(std::move(kv_cache)) {
+  if (config.max_num_seqs <= 0) {
+    throw InputError("--max-num-seqs must be positive, got " + std::to_string(config.max_num_seqs));
+  }
+  if (config.max_num_batched_tokens <= 0) {
+    throw InputError("--max-num-batched-tokens must be positive, got " +
+                     std::to_string(config.max_num_batched_tokens));
+  }
+  if (config.max_model_len <= 0) {
+    throw InputError("--max-model-len must be positive, got " +
+                     std::to_string(config.max_model_len));
+  }
+}
+
+void Scheduler::add_request(NewRequest request) {
+  if (request.request_id.empty()) throw InputError("request id must not be empty");
+  if (requests_.count(request.request_id) > 0) {
+    throw InputError("request id '" + request.request_id + "' is already in use");
+  }
+  if (request.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
+  if (request.max_tokens && *request.max_tokens < 1) {
+    throw InputError("max_tokens must be at least 1, got " + std::to_string(*request.max_tokens) +
+                     ".");
+  }
+  const int prompt_len = static_cast<int>(request.prompt_token_ids.size());
+  check_request_length(prompt_len, request.max_tokens, config_.max_model_len);
+  validate_block_hash_extras(request.hash_extras);
+  const int max_tokens = request.max_tokens.value_or(config_.max_model_len - prompt_len);
+  const int max_len = std::min(config_.max_model_len, prompt_len + max_tokens);
+  if (!kv_.fits_alone(max_len, config_.max_num_batched_tokens)) {
+    throw InputError("request '" + request.request_id + "' may grow to " + std::to_string(max_len) +
+                     " tokens, more than the whole KV cache holds; raise "
+                     "--kv-cache-memory-bytes or lower --max-model-len");
+  }
+
+  SchedulerRequest r;
+  r.request_id = request.request_id;
+  r.token_ids = std::move(request.prompt_token_ids);
+  r.num_prompt_tokens = prompt_len;
+  r.max_tokens = max_tokens;
+  r.priority = request.priority;
+  r.arrival = next_arrival_++;
+  r.hash_extras = std::move(request.hash_extras);
+  r.skip_prefix_cache = request.skip_prefix_cache;
+  auto [it, inserted] = requests_.emplace(r.request_id, std::move(r));
+  SchedulerRequest* stored = &it->second;
+  update_block_hashes(stored);
+  waiting_.emplace(WaitingKey{stored->priority, stored->arrival}, stored);
+}
+
+void Scheduler::update_block_hashes(SchedulerRequest* r) {
+  if (!kv_.prefix_caching_enabled()) return;
+  append_block_hashes(r->token_ids, kv_.block_size(), r->hash_extras, &r->block_hashes);
+}
+
+void Scheduler::remove_running(SchedulerRequest* r) {
+  running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+}
+
+void Scheduler::preempt(SchedulerRequest* r) {
+  kv_.free(r->request_id);
+  remove_running(r);
+  r->status = RequestStatus::kPreempted;
+  r->num_computed_tokens = 0;
+  ++r->num_preemptions;
+  ++stats_.preemptions;
+  waiting_.emplace(WaitingKey{r->priority, r->arrival}, r);
+}
+
+void Scheduler::finish(SchedulerRequest* r, FinishReason reason,
+                       std::vector<FinishedRequest>* out) {
+  const std::string id = r->request_id;  // erase() must not read the dying element's key
+  kv_.free(id);
+  remove_running(r);
+  out->push_back(FinishedRequest{id, reason});
+  requests_.erase(id);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  if (awaiting_update_) {
+    throw std::logic_error("Scheduler::schedule called twice without update");
+  }
+  SchedulerOutput out;
+  int budget = config_.max_num_batched_tokens;
+  // (request, tokens this step), in output order.
+  std::vector<std::pair<SchedulerRequest*, int>> chosen;
+
+  // Running requests first, in admission order: decodes and unfinished prefills.
+  const std::vector<SchedulerRequest*> running_snapshot = running_;
+  for (SchedulerRequest* r : running_snapshot) {
+    if (budget == 0) break;
+    if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
+    const int num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    if (num_new <= 0) continue;
+    bool allocated = false;
+    while (true) {
+      if (kv_.allocate_slots(r->request_id, r->num_computed_tokens, num_new)) {
+        allocated = true;
+        break;
+      }
+      // Out of blocks: preempt the lowest-priority, latest-arrived running request.
+      SchedulerRequest* victim = *std::max_element(
+          running_.begin(), running_.end(),
+          [](const SchedulerRequest* a, const SchedulerRequest* b) {
+            return WaitingKey{a->priority, a->arrival} < WaitingKey{b->priority, b->arrival};
+          });
+      auto scheduled = std::find_if(chosen.begin(), chosen.end(),
+                                    [&](const auto& c) { return c.first == victim; });
+      if (scheduled != chosen.end()) {
+        budget += scheduled->second;
+        chosen.erase(scheduled);
+      }
+      preempt(victim);
+      out.preempted.push_back(victim->request_id);
+      if (victim == r) break;
+    }
+    if (!allocated) continue;
+    chosen.emplace_back(r, num_new);
+    budget -= num_new;
+  }
+
+  // Then waiting requests by (priority, arrival), unless this step had to preempt.
+  if (out.preempted.empty()) {
+    while (!waiting_.empty() && budget > 0 &&
+           static_cast<int>(running_.size()) < config_.max_num_seqs) {
+      SchedulerRequest* r = waiting_.begin()->second;
+      PrefixHit hit;
+      const bool lookup = kv_.prefix_caching_enabled() && !r->skip_prefix_cache;
+      if (lookup) hit = kv_.find_prefix_hit(r->block_hashes, r->num_tokens());
+      const int num_new = std::min(r->num_tokens() - hit.num_tokens, budget);
+      if (!kv_.allocate_slots(r->request_id, hit.num_tokens, num_new, lookup ? &hit : nullptr)) {
+        break;  // FCFS: later requests wait behind this one
+      }
+      waiting_.erase(waiting_.begin());
+      r->status = RequestStatus::kRunning;
+      r->num_computed_tokens = hit.num_tokens;
+      if (r->num_cached_tokens < 0) r->num_cached_tokens = hit.num_tokens;
+      running_.push_back(r);
+      chosen.emplace_back(r, num_new);
+      budget -= num_new;
+    }
+  }
+
+  // Spans are taken last: a preemption above may have freed an earlier request's table.
+  for (auto& [r, num_new] : chosen) {
+    ScheduledChunk chunk;
+    chunk.request_id = r->request_id;
+    chunk.tokens =
+        std::span<const int32_t>(r->token_ids)
+            .subspan(static_cast<size_t>(r->num_computed_tokens), static_cast<size_t>(num_new));
+    chunk.start_pos = r->num_computed_tokens;
+    chunk.block_tables = kv_.block_tables(r->request_id);
+    chunk.samples = r->num_computed_tokens + num_new == r->num_tokens();
+    r->num_computed_tokens += num_new;
+    in_flight_.emplace_back(r->request_id, chunk.samples);
+    out.num_scheduled_tokens += num_new;
+    out.scheduled.push_back(std::move(chunk));
+  }
+  if (!out.scheduled.empty()) {
+    ++stats_.steps;
+    stats_.scheduled_tokens += static_cast<uint64_t>(out.num_scheduled_tokens);
+    awaiting_update_ = true;
+  }
+  return out;
+}
+
+std::vector<FinishedRequest> Scheduler::update(std::span<const StepResult> results) {
+  // Validate everything before changing anything.
+  std::unordered_set<std::string> sampling, seen;
+  for (const auto& [id, samples] : in_flight_) {
+    if (samples && requests_.count(id) > 0) sampling.insert(id);
+  }
+  for (const StepResult& res : results) {
+    if (requests_.count(res.request_id) == 0) continue;  // aborted during the step
+    if (sampling.count(res.request_id) == 0) {
+      throw std::logic_error("update: request " + res.request_id +
+                             " did not end a sampling chunk in the last step");
+    }
+    if (!seen.insert(res.request_id).second) {
+      throw std::logic_error("update: two results for request " + res.request_id);
+    }
+  }
+  if (seen.size() != sampling.size()) {
+    throw std::logic_error("update: a sampling chunk of the last step got no result");
+  }
+
+  for (const auto& [id, samples] : in_flight_) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    kv_.commit(id, it->second.block_hashes, it->second.num_computed_tokens);
+  }
+  in_flight_.clear();
+  awaiting_update_ = false;
+
+  std::vector<FinishedRequest> finished;
+  for (const StepResult& res : results) {
+    auto it = requests_.find(res.request_id);
+    if (it == requests_.end()) continue;
+    SchedulerRequest* r = &it->second;
+    r->token_ids.push_back(res.token);
+    update_block_hashes(r);
+    if (res.stop) {
+      finish(r, FinishReason::kStopped, &finished);
+    } else if (r->num_output_tokens() >= r->max_tokens ||
+               r->num_tokens() >= config_.max_model_len) {
+      finish(r, FinishReason::kLengthCapped, &finished);
+    }
+  }
+  return finished;
+}
+
+bool Scheduler::abort(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  SchedulerRequest* r = &it->second;
+  waiting_.erase(WaitingKey{r->priority, r->arrival});
+  kv_.free(r->request_id);
+  remove_running(r);
+  requests_.erase(it);  // by iterator: `request_id` may alias the record's own id
+  return true;
+}
+
+const SchedulerRequest* Scheduler::request(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Scheduler::running_ids() const {
+  std::vector<std::string> ids;
+  for (const SchedulerRequest* r : running_) ids.push_back(r->request_id);
+  return ids;
+}
+
+std::vector<std::string> Scheduler::waiting_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [key, r] : waiting_) ids.push_back(r->request_id);
+  return ids;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = stats_;
+  const PrefixCacheStats& p = kv_.prefix_cache_stats();
+  s.prefix_cache_requests = p.requests;
+  s.prefix_cache_queries = p.queries;
+  s.prefix_cache_hits = p.hits;
+  return s;
+}
+
+}  // namespace gemmaserve
