@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <regex>
 
 #include "cli/arg_parser.h"
 #include "core/error.h"
@@ -109,14 +108,29 @@ void write_text_file(const fs::path& path, const std::string& text) {
 // Files of an earlier checkpoint in DIR that the new one would be mixed with (a stale index
 // would shadow a new single file, stale shards would be loaded by the fallback glob); its
 // config.json goes too, so the folder has one only once the new checkpoint is complete.
+// Whether `name` is a shard name: model-<digits>-of-<digits>.safetensors[.partial].
+bool is_shard_name(std::string name) {
+  const std::string partial = ".partial";
+  if (name.ends_with(partial)) name.resize(name.size() - partial.size());
+  auto digits = [&](size_t& i) {
+    size_t start = i;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+    return i > start;
+  };
+  if (!name.starts_with("model-")) return false;
+  size_t i = 6;
+  if (!digits(i) || name.compare(i, 4, "-of-") != 0) return false;
+  i += 4;
+  return digits(i) && name.substr(i) == ".safetensors";
+}
+
 void remove_old_checkpoint_files(const fs::path& dir) {
-  static const std::regex kShard(R"(model-\d+-of-\d+\.safetensors(\.partial)?)");
   std::vector<fs::path> stale;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name == "config.json" || name == "model.safetensors" ||
         name == "model.safetensors.index.json" ||
-        name == "model.safetensors.partial" || std::regex_match(name, kShard)) {
+        name == "model.safetensors.partial" || is_shard_name(name)) {
       stale.push_back(e.path());
     }
   }
