@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,17 +17,25 @@ struct SamplingParams {
   double top_p = 1.0;
   int top_k = 0;  // 0 or -1 = off
   double min_p = 0.0;
+  double presence_penalty = 0.0;                          // output tokens only, as in vLLM
+  double frequency_penalty = 0.0;                         // output tokens only
+  double repetition_penalty = 1.0;                        // prompt and output tokens
+  std::map<int32_t, float> logit_bias;                    // added to the logits before sampling
+  std::optional<std::vector<int32_t>> allowed_token_ids;  // all others are masked
+  std::vector<std::string> bad_words;                     // token sequences never completed
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;
   bool include_stop_str_in_output = false;
+  // -1 = the whole vocabulary, as in vLLM.
   std::optional<int> logprobs;         // top-K of the raw model distribution per generated token
   std::optional<int> prompt_logprobs;  // top-K per prompt position (first is null)
   bool skip_special_tokens = true;
 
-  // Throws InputError naming the field when a value is out of range.
-  void validate(int vocab_size) const;
+  // Throws InputError naming the field when a value is out of range (vLLM's messages).
+  // `max_logprobs` bounds logprobs/prompt_logprobs as vLLM's --max-logprobs; -1 = vocab_size.
+  void validate(int vocab_size, int max_logprobs = -1) const;
 };
 
 }  // namespace gemmaserve

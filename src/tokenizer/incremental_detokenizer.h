@@ -13,7 +13,11 @@ namespace gemmaserve {
 
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special = false);
+  // Keeps a reference: the tokenizer must outlive this object (it holds a 262k-entry vocabulary,
+  // so per-request copies are avoided).
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = false);
+  // A temporary would dangle.
+  explicit IncrementalDetokenizer(Tokenizer&& tokenizer, bool skip_special = false) = delete;
 
   // The text that `id` completes (often empty while a byte-fallback run is unfinished: HF renders
   // a whole run as U+FFFDs if any of it is invalid, so none of it is final before the run ends).
@@ -25,7 +29,7 @@ class IncrementalDetokenizer {
   void reset();
 
  private:
-  Tokenizer tokenizer_;
+  const Tokenizer* tokenizer_;  // not owned
   bool skip_special_;
   bool streamable_;
   std::vector<int32_t> pending_;  // streamable: the held-back ids; otherwise every id so far

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -92,10 +94,108 @@ TEST(Sampler, ValidateNamesTheField) {
   EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }),
             "top_p must be in (0, 1], got 0.000000.");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = 101; }),
-            "logprobs must be in [0, 100], got 101.");
+            "Requested sample logprobs of 101, which is greater than max allowed: 100");
+  EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = -2; }),
+            "logprobs must be non-negative or -1, got -2.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.prompt_logprobs = 101; }),
+            "Requested prompt logprobs of 101, which is greater than max allowed: 100");
   EXPECT_EQ(message([](SamplingParams& p) { p.max_tokens = -1; }),
             "max_tokens must be at least 0, got -1.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.temperature = 2.5; }),
+            "temperature must be in [0, 2], got 2.500000.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.top_k = -2; }),
+            "top_k must be 0 (disable), or at least 1, got -2.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.min_p = 1.5; }),
+            "min_p must be in [0, 1], got 1.500000.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.presence_penalty = 2.5; }),
+            "presence_penalty must be in [-2, 2], got 2.500000.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.frequency_penalty = -3; }),
+            "frequency_penalty must be in [-2, 2], got -3.000000.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = 0; }),
+            "repetition_penalty must be greater than zero, got 0.000000.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = INFINITY; }),
+            "repetition_penalty must be a finite number, got inf.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.min_tokens = 20; }),
+            "min_tokens must be less than or equal to max_tokens=16, got 20.");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.stop_token_ids = {5, 100, -1};
+            }),
+            "token_id(s) [100, -1] in stop_token_ids contain out-of-vocab token ids. "
+            "Vocabulary size: 100");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.logit_bias = {{3, 1.0f}, {100, 2.0f}};
+            }),
+            "token_id(s) [100] in logit_bias contain out-of-vocab token ids. Vocabulary size: 100");
+  EXPECT_EQ(message([](SamplingParams& p) { p.allowed_token_ids.emplace(); }),
+            "allowed_token_ids is not None and empty!");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.allowed_token_ids = std::vector<int32_t>{1, 100};
+            }),
+            "allowed_token_ids contains out-of-vocab token id!");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.stop = {"a", ""};
+            }),
+            "stop cannot contain an empty string.");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.bad_words = {"it's", "a\n", ""};
+            }),
+            "bad_words cannot contain an empty string. Got bad_words=[\"it's\", 'a\\n', '']");
+  EXPECT_EQ(message([](SamplingParams& p) {
+              p.temperature = 0;
+              p.n = 2;
+            }),
+            "n must be 1 when using greedy sampling, got 2.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.n = 0; }), "n must be at least 1, got 0.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = -1; }), "no error");  // whole vocabulary
+  EXPECT_EQ(message([](SamplingParams& p) { p.max_tokens = 0; }), "no error");
   EXPECT_EQ(message([](SamplingParams&) {}), "no error");
+}
+
+TEST(Sampler, ValidateBoundsLogprobsByMaxLogprobs) {
+  SamplingParams p;
+  p.logprobs = 21;
+  try {
+    p.validate(100, /*max_logprobs=*/20);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "Requested sample logprobs of 21, which is greater than max allowed: 20");
+  }
+  p.logprobs = -1;  // the whole vocabulary, over the limit too
+  EXPECT_THROW(p.validate(100, 20), InputError);
+  p.logprobs = 20;
+  EXPECT_NO_THROW(p.validate(100, 20));
+}
+
+TEST(Sampler, TopKKeepsTiesAndEveryMaskedRowIsAnError) {
+  std::vector<float> l = {3.0f, 2.0f, 2.0f, 0.0f};
+  SamplingParams k1;
+  k1.top_k = 2;
+  std::mt19937_64 rng(5);
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 2000; ++i) ++seen[sample_token(l, k1, rng)];
+  EXPECT_EQ(seen.size(), 3u);  // 0, 1 and 2 (tied with the 2nd largest), never 3
+  EXPECT_EQ(seen.count(3), 0u);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> masked = {-inf, -inf};
+  EXPECT_THROW(sample_token(masked, k1, rng), InputError);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  EXPECT_THROW(sample_token(masked, greedy, rng), InputError);
+}
+
+TEST(Sampler, AGreedyOrRandomDrawUsesAtMostOneNumber) {
+  // A request's generator advances once per random draw, never per vocabulary entry.
+  std::vector<float> l(1000, 0.0f);
+  SamplingParams p;
+  p.top_p = 0.5;
+  std::mt19937_64 a(9), b(9);
+  sample_token(l, p, a);
+  b.discard(1);
+  EXPECT_EQ(a(), b());
+  p.temperature = 0;
+  sample_token(l, p, a);
+  EXPECT_EQ(a(), b());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -97,7 +98,8 @@ TEST(IncrementalDetokenizerTest, NonLocalDecoderFallsBackToWholeDecodes) {
 }
 
 TEST(IncrementalDetokenizerTest, RejectsUnknownIdsAndResets) {
-  IncrementalDetokenizer d(tiny_tokenizer());
+  const Tokenizer t = tiny_tokenizer();
+  IncrementalDetokenizer d(t);
   try {
     d.feed(260);
     FAIL();
@@ -108,6 +110,17 @@ TEST(IncrementalDetokenizerTest, RejectsUnknownIdsAndResets) {
   d.reset();
   EXPECT_EQ(d.feed(kA), "a");
   EXPECT_EQ(d.finish(), "");
+}
+
+TEST(IncrementalDetokenizerTest, HoldsTheTokenizerByReference) {
+  // Binding to a temporary must not compile, so the tokenizer is never copied per request.
+  static_assert(!std::is_constructible_v<IncrementalDetokenizer, Tokenizer&&, bool>);
+  static_assert(std::is_constructible_v<IncrementalDetokenizer, const Tokenizer&, bool>);
+  const Tokenizer t = tiny_tokenizer();
+  IncrementalDetokenizer a(t), b(t, /*skip_special=*/true);
+  EXPECT_EQ(a.feed(kBos), "<bos>");
+  EXPECT_EQ(b.feed(kBos), "");
+  EXPECT_EQ(a.feed(kA) + b.feed(kA), "aa");
 }
 
 TEST(IncrementalDetokenizerTest, RandomSequencesOfTheGemma4VocabularyMatchDecode) {

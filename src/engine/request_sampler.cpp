@@ -1,0 +1,171 @@
+#include "engine/request_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Python's str.lstrip() for the whitespace a word can start with.
+std::string lstrip(const std::string& s) {
+  const size_t at = s.find_first_not_of(" \t\n\r\f\v");
+  return at == std::string::npos ? std::string() : s.substr(at);
+}
+
+// vLLM's SamplingParams.update_from_tokenizer: each word as tokenized at the start of the text
+// and after a space; the spaced form only when it is a different first token of equal length.
+std::vector<std::vector<int32_t>> tokenize_bad_words(const std::vector<std::string>& words,
+                                                     const Tokenizer& tokenizer, int vocab_size) {
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& word : words) {
+    const std::string bare = lstrip(word);
+    std::vector<int32_t> plain = tokenizer.encode(bare, /*add_special=*/false,
+                                                  /*parse_special=*/true);
+    if (plain.empty()) throw InputError("bad_words entries must tokenize to at least one token.");
+    std::vector<int32_t> spaced = tokenizer.encode(" " + bare, false, true);
+    const bool add_spaced =
+        !spaced.empty() && spaced.front() != plain.front() && spaced.size() == plain.size();
+    out.push_back(std::move(plain));
+    if (add_spaced) out.push_back(std::move(spaced));
+  }
+  std::vector<int32_t> invalid;
+  for (const auto& ids : out) {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= vocab_size) invalid.push_back(id);
+    }
+  }
+  if (!invalid.empty()) {
+    std::string list;
+    for (int32_t id : invalid) list += (list.empty() ? "" : ", ") + std::to_string(id);
+    throw InputError("The model vocabulary size is " + std::to_string(vocab_size) +
+                     ", but the following tokens were specified as bad: [" + list +
+                     "]. All token id values should be integers satisfying: 0 <= token_id <= " +
+                     std::to_string(vocab_size - 1) + ".");
+  }
+  return out;
+}
+
+// Sorted distinct ids.
+std::vector<int32_t> distinct(std::span<const int32_t> ids) {
+  std::vector<int32_t> v(ids.begin(), ids.end());
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
+                               std::vector<int32_t> stop_ids, const Tokenizer* tokenizer,
+                               int vocab_size, uint64_t fallback_seed)
+    : params_(params),
+      prompt_tokens_(distinct(prompt_tokens)),  // only membership matters (repetition penalty)
+      stop_ids_(std::move(stop_ids)),
+      vocab_size_(vocab_size),
+      rng_(params.seed ? *params.seed : fallback_seed) {
+  if (vocab_size_ <= 0) throw std::invalid_argument("RequestSampler: vocab_size must be positive");
+  params_.validate(vocab_size_);  // every id used as an index below is then in range
+  for (int32_t id : stop_ids_) {
+    if (id < 0 || id >= vocab_size_) {
+      throw InputError("stop token id " + std::to_string(id) + " is outside the vocabulary of " +
+                       std::to_string(vocab_size_) + " tokens");
+    }
+  }
+  // Out-of-range prompt ids cannot be penalized (the forward pass rejects them anyway).
+  std::erase_if(prompt_tokens_, [&](int32_t id) { return id < 0 || id >= vocab_size_; });
+  if (!params_.bad_words.empty()) {
+    if (tokenizer == nullptr) throw InputError("bad_words needs a tokenizer; this model has none");
+    bad_word_ids_ = tokenize_bad_words(params_.bad_words, *tokenizer, vocab_size_);
+  }
+  // vLLM's API layer clamps biases to OpenAI's [-100, 100].
+  for (auto& [id, bias] : params_.logit_bias) bias = std::clamp(bias, -100.0f, 100.0f);
+}
+
+int32_t RequestSampler::sample(std::span<const float> raw_logits,
+                               std::span<const int32_t> output_tokens) {
+  return sample_processed(process(raw_logits, output_tokens), params_.temperature, params_.top_k,
+                          params_.top_p, params_.min_p, rng_);
+}
+
+std::span<const float> RequestSampler::process(std::span<const float> raw_logits,
+                                               std::span<const int32_t> output_tokens) {
+  if (static_cast<int>(raw_logits.size()) != vocab_size_) {
+    throw std::invalid_argument("RequestSampler: got " + std::to_string(raw_logits.size()) +
+                                " logits for a vocabulary of " + std::to_string(vocab_size_));
+  }
+  work_.assign(raw_logits.begin(), raw_logits.end());
+  std::vector<float>& x = work_;
+
+  if (params_.allowed_token_ids) {
+    std::vector<float> kept;
+    kept.reserve(params_.allowed_token_ids->size());
+    for (int32_t id : *params_.allowed_token_ids) kept.push_back(x[id]);
+    std::fill(x.begin(), x.end(), kNegInf);
+    for (size_t i = 0; i < kept.size(); ++i) x[(*params_.allowed_token_ids)[i]] = kept[i];
+  }
+
+  // A bad word's last token is banned when the output ends with the rest of the word.
+  for (const std::vector<int32_t>& word : bad_word_ids_) {
+    const size_t prefix = word.size() - 1;
+    if (prefix > output_tokens.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, output_tokens.end() - prefix)) {
+      x[word.back()] = kNegInf;
+    }
+  }
+
+  if (static_cast<int>(output_tokens.size()) < params_.min_tokens) {
+    for (int32_t id : stop_ids_) x[id] = kNegInf;
+  }
+
+  for (const auto& [id, bias] : params_.logit_bias) x[id] += bias;
+
+  const bool repetition = params_.repetition_penalty != 1.0;
+  const bool frequency = params_.frequency_penalty != 0.0;
+  const bool presence = params_.presence_penalty != 0.0;
+  if (repetition || frequency || presence) {
+    std::vector<int32_t> out(output_tokens.begin(), output_tokens.end());
+    std::sort(out.begin(), out.end());
+    if (repetition) {
+      // HF/vLLM: shrink toward zero once per token seen in the prompt or the output.
+      const float r = static_cast<float>(params_.repetition_penalty);
+      std::vector<int32_t> seen;
+      std::set_union(prompt_tokens_.begin(), prompt_tokens_.end(), out.begin(), out.end(),
+                     std::back_inserter(seen));
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (int32_t id : seen) {
+        if (id < 0 || id >= vocab_size_) continue;
+        x[id] = x[id] > 0 ? x[id] / r : x[id] * r;
+      }
+    }
+    // OpenAI's definition: frequency scales with the count, presence is paid once.
+    for (size_t i = 0; i < out.size();) {
+      size_t j = i;
+      while (j < out.size() && out[j] == out[i]) ++j;
+      const int32_t id = out[i];
+      if (id >= 0 && id < vocab_size_) {
+        x[id] -= static_cast<float>(params_.frequency_penalty * static_cast<double>(j - i) +
+                                    params_.presence_penalty);
+      }
+      i = j;
+    }
+  }
+
+  return x;
+}
+
+TokenLogprobs RequestSampler::logprobs(std::span<const float> raw_logits, int k, int32_t chosen) {
+  return top_logprobs(raw_logits, k, chosen);
+}
+
+}  // namespace gemmaserve
