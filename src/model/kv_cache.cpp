@@ -27,29 +27,30 @@ KvCache::KvCache(const TextConfig& config, std::array<int, kNumAttentionTypes> n
     store.type = static_cast<int>(spec.type);
     const size_t floats = static_cast<size_t>(num_blocks[store.type]) *
                           static_cast<size_t>(block_size) * static_cast<size_t>(store.slot_floats);
-    store.k.assign(floats, 0.0f);
-    store.v.assign(floats, 0.0f);
+    store.floats = floats;
+    store.k = std::make_unique_for_overwrite<float[]>(floats);
+    store.v = std::make_unique_for_overwrite<float[]>(floats);
   }
 }
 
 float* KvCache::key(int layer, int block, int offset) {
   LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.k.data() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
+  return s.k.get() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
 }
 
 float* KvCache::value(int layer, int block, int offset) {
   LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.v.data() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
+  return s.v.get() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
 }
 
 const float* KvCache::key(int layer, int block, int offset) const {
   const LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.k.data() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
+  return s.k.get() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
 }
 
 const float* KvCache::value(int layer, int block, int offset) const {
   const LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.v.data() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
+  return s.v.get() + (static_cast<size_t>(block) * block_size_ + offset) * s.slot_floats;
 }
 
 size_t KvCache::bytes_per_token(const TextConfig& config, AttentionType t) {
@@ -63,7 +64,7 @@ size_t KvCache::bytes_per_token(const TextConfig& config, AttentionType t) {
 
 size_t KvCache::total_bytes() const {
   size_t bytes = 0;
-  for (const LayerStore& s : layers_) bytes += (s.k.size() + s.v.size()) * sizeof(float);
+  for (const LayerStore& s : layers_) bytes += 2 * s.floats * sizeof(float);
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -36,7 +37,10 @@ class KvCache {
   struct LayerStore {
     int slot_floats = 0;  // num_kv_heads * head_dim
     int type = 0;
-    std::vector<float> k, v;
+    size_t floats = 0;  // per K and per V
+    // Uninitialised on purpose: pages are only touched when a slot is written, so a large
+    // cache costs nothing at start-up (attention never reads a slot before it is written).
+    std::unique_ptr<float[]> k, v;
   };
   int block_size_;
   std::array<int, kNumAttentionTypes> num_blocks_;
