@@ -12,15 +12,31 @@
 
 namespace gemmaserve {
 
+class Engine;
 class Tokenizer;
 
+// Engine settings, named after vLLM's EngineArgs (the CLI flags are these names with dashes).
 struct EngineArgs {
   std::string model;      // Hugging Face checkpoint folder
   std::string tokenizer;  // tokenizer.json / GGUF / folder; empty = the model folder's, if any
   int threads = 0;        // 0 = all cores
   int max_model_len = 0;  // 0 = the config's max_position_embeddings
   int block_size = 16;
-  bool show_progress = true;  // progress bar on stderr for large checkpoints
+  // KV cache size. Explicit bytes win; else gpu_memory_utilization of the memory available
+  // after loading the weights; else min(4 GiB, half of it) (vLLM's CPU backend default is 4 GiB).
+  // Never more than max_num_seqs sequences of max_model_len tokens could use.
+  std::optional<int64_t> kv_cache_memory_bytes;
+  std::optional<double> gpu_memory_utilization;
+  int max_num_seqs = 256;  // vLLM's default
+  // Token budget of one step. Smaller than vLLM's GPU default (8192): a CPU step costs time in
+  // proportion to its tokens, and decodes sharing a step with a prefill chunk wait for all of it.
+  int max_num_batched_tokens = 2048;
+  int long_prefill_token_threshold = 0;  // > 0: per-request chunk cap of a step
+  bool enable_prefix_caching = true;
+  std::string generation_config = "auto";  // "auto" (the model's), "vllm" (none) or a folder
+  std::string override_generation_config;  // JSON object merged over it; empty = none
+  uint64_t seed = 0;                       // draws the seeds of requests without their own
+  bool show_progress = true;               // progress bar on stderr for large checkpoints
 };
 
 // A prompt is text or token ids.
@@ -38,7 +54,8 @@ class LLM {
   LLM(const LLM&) = delete;
   LLM& operator=(const LLM&) = delete;
 
-  // Runs every prompt to completion, all together in batched steps; outputs keep prompt order.
+  // Runs every prompt to completion, all submitted together; outputs keep prompt order. Checks
+  // every prompt before submitting any (InputError naming the prompt).
   std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
                                       const SamplingParams& params);
 
@@ -48,15 +65,17 @@ class LLM {
   // tokenizer's eos, never hard-coded.
   const std::vector<int32_t>& eos_token_ids() const;
   int vocab_size() const;
-  // SamplingParams with the checkpoint's generation_config.json defaults applied (temperature,
-  // top_k, top_p, min_p), as vLLM's get_default_sampling_params().
+  // SamplingParams with the generation-config defaults applied (--generation-config,
+  // --override-generation-config), as vLLM's get_default_sampling_params().
   SamplingParams default_sampling_params() const;
   // Engine steps run so far (one forward call each).
   uint64_t num_steps() const;
+  // The engine underneath, for stats and streaming.
+  Engine& engine();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Engine> engine_;
+  uint64_t next_request_ = 0;
 };
 
 }  // namespace gemmaserve

@@ -17,7 +17,7 @@ struct CompletionOutput {
   std::string text;
   std::vector<int32_t> token_ids;
   std::optional<std::vector<TokenLogprobs>> logprobs;
-  std::optional<std::string> finish_reason;  // "stop" | "length"
+  std::optional<std::string> finish_reason;  // "stop" | "length" | "abort"
   // The stop string or stop token id that ended the sequence, if any.
   std::optional<std::string> stop_reason_text;
   std::optional<int32_t> stop_reason_token;
@@ -31,6 +31,29 @@ struct RequestOutput {
   std::optional<std::vector<std::optional<TokenLogprobs>>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;
   bool finished = false;
+  // Prompt tokens whose K/V came from the prefix cache (OpenAI's cached_tokens); -1 before the
+  // request was first scheduled.
+  int num_cached_tokens = -1;
+};
+
+// What one engine step added to one completion: the unit a streaming (SSE) server sends.
+struct CompletionDelta {
+  int index = 0;
+  std::string text;                     // newly final text (held-back stop-string text excluded)
+  std::vector<int32_t> token_ids;       // newly generated ids
+  std::vector<TokenLogprobs> logprobs;  // one per new token, when logprobs were requested
+  std::optional<std::string> finish_reason;  // set in the step that ends this completion
+  std::optional<std::string> stop_reason_text;
+  std::optional<int32_t> stop_reason_token;
+};
+
+// The change a step made to a request. Concatenating a completion's deltas gives its final
+// text and token ids.
+struct RequestOutputDelta {
+  std::vector<CompletionDelta> outputs;  // only completions that changed, by index
+  // Set once, in the first delta after the prompt was computed, when prompt_logprobs were asked.
+  std::optional<std::vector<std::optional<TokenLogprobs>>> prompt_logprobs;
+  bool finished = false;  // the last delta of the request
 };
 
 }  // namespace gemmaserve

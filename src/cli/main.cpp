@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_command.h"
+#include "cli/chat_template_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/tokenize_command.h"
@@ -17,10 +19,12 @@ constexpr const char* kUsage =
     "usage: gemmaserve <command> [options]\n"
     "commands:\n"
     "  generate MODEL_DIR        generate from text or token-id prompts\n"
+    "  bench throughput|latency  offline benchmarks on random prompts (tokens/s)\n"
     "  tokenize --tokenizer P    print the token ids of a text\n"
     "  detokenize --tokenizer P  print the text of token ids\n"
     "  export-tokenizer          write a Hugging Face tokenizer.json from a GGUF vocabulary\n"
     "  make-test-model           write a random-weight checkpoint of a Gemma 4 variant\n"
+    "  render-chat-template      render a chat template over conversations (JSON)\n"
     "  --version                 print the version\n"
     "run 'gemmaserve <command> --help' for a command's options\n";
 
@@ -30,10 +34,12 @@ int main(int argc, char** argv) {
   using Command = std::function<int(const std::vector<std::string>&)>;
   const std::map<std::string, Command> commands = {
       {"generate", gemmaserve::run_generate_command},
+      {"bench", gemmaserve::run_bench_command},
       {"tokenize", gemmaserve::run_tokenize_command},
       {"detokenize", gemmaserve::run_detokenize_command},
       {"export-tokenizer", gemmaserve::run_export_tokenizer_command},
       {"make-test-model", gemmaserve::run_make_test_model_command},
+      {"render-chat-template", gemmaserve::run_render_chat_template_command},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

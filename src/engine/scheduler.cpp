@@ -56,7 +56,11 @@ void Scheduler::add_request(NewRequest request) {
   validate_block_hash_extras(request.hash_extras);
   const int max_tokens = request.max_tokens.value_or(config_.max_model_len - prompt_len);
   const int max_len = std::min(config_.max_model_len, prompt_len + max_tokens);
-  if (!kv_.fits_alone(max_len, config_.max_num_batched_tokens)) {
+  const int max_chunk = config_.long_prefill_token_threshold > 0
+                            ? std::min(config_.long_prefill_token_threshold,
+                                       config_.max_num_batched_tokens)
+                            : config_.max_num_batched_tokens;
+  if (!kv_.fits_alone(max_len, max_chunk)) {
     throw InputError("request '" + request.request_id + "' may grow to " + std::to_string(max_len) +
                      " tokens, more than the whole KV cache holds; raise "
                      "--kv-cache-memory-bytes or lower --max-model-len");
@@ -113,13 +117,18 @@ SchedulerOutput Scheduler::schedule() {
   int budget = config_.max_num_batched_tokens;
   // (request, tokens this step), in output order.
   std::vector<std::pair<SchedulerRequest*, int>> chosen;
+  const int threshold = config_.long_prefill_token_threshold;
+  const auto chunk_cap = [&](int remaining, int left) {
+    const int n = std::min(remaining, left);
+    return threshold > 0 ? std::min(n, threshold) : n;
+  };
 
   // Running requests first, in admission order: decodes and unfinished prefills.
   const std::vector<SchedulerRequest*> running_snapshot = running_;
   for (SchedulerRequest* r : running_snapshot) {
     if (budget == 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    const int num_new = chunk_cap(r->num_tokens() - r->num_computed_tokens, budget);
     if (num_new <= 0) continue;
     bool allocated = false;
     while (true) {
@@ -156,7 +165,7 @@ SchedulerOutput Scheduler::schedule() {
       PrefixHit hit;
       const bool lookup = kv_.prefix_caching_enabled() && !r->skip_prefix_cache;
       if (lookup) hit = kv_.find_prefix_hit(r->block_hashes, r->num_tokens());
-      const int num_new = std::min(r->num_tokens() - hit.num_tokens, budget);
+      const int num_new = chunk_cap(r->num_tokens() - hit.num_tokens, budget);
       if (!kv_.allocate_slots(r->request_id, hit.num_tokens, num_new, lookup ? &hit : nullptr)) {
         break;  // FCFS: later requests wait behind this one
       }

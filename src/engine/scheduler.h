@@ -41,6 +41,9 @@ struct SchedulerConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
   int max_model_len = 0;  // required
+  // vLLM's --long-prefill-token-threshold: when > 0, no request computes more tokens than this
+  // in one step, so long prompts are chunked even when the step budget has room.
+  int long_prefill_token_threshold = 0;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };

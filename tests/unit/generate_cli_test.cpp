@@ -32,9 +32,12 @@ std::string ids_arg(const json& ids) {
   return s.str();
 }
 
+// A small KV cache: the default (up to 4 GiB) would be allocated and zeroed at every start.
+constexpr const char* kSmallCache = " --kv-cache-memory 64M";
+
 // Runs generate and returns one parsed JSON object per output line.
 std::vector<json> generate(const std::string& flags, int* exit_code = nullptr) {
-  auto r = run_command(cli_binary().string() + " generate " + flags + " 2>/dev/null");
+  auto r = run_command(cli_binary().string() + " generate " + flags + kSmallCache + " 2>/dev/null");
   if (exit_code) *exit_code = r.exit_code;
   std::vector<json> out;
   std::istringstream lines(r.out);
@@ -46,7 +49,8 @@ std::vector<json> generate(const std::string& flags, int* exit_code = nullptr) {
 
 // The last line of stderr of a failing command (earlier lines are log output).
 testing::CommandResult generate_error(const std::string& flags) {
-  auto r = run_command(cli_binary().string() + " generate " + flags + " 2>&1 >/dev/null");
+  auto r = run_command(cli_binary().string() + " generate " + flags + kSmallCache +
+                       " 2>&1 >/dev/null");
   if (r.out.size() > 1) {
     size_t nl = r.out.rfind('\n', r.out.size() - 2);
     if (nl != std::string::npos) r.out = r.out.substr(nl + 1);
@@ -161,15 +165,109 @@ TEST(GenerateCli, BadInputGetsClearErrors) {
   EXPECT_EQ(r.out, "error: a text prompt needs a tokenizer, and " + model +
                        " has none (pass --tokenizer or use token ids)\n");
   r = generate_error(model + " --prompt-ids 2 --max-tokens 200000");
-  EXPECT_EQ(r.out, "error: This model's maximum context length is 131072 tokens. However, you "
-                   "requested 200001 tokens (1 in the messages, 200000 in the completion). "
-                   "Please reduce the length of the messages or completion.\n");
+  EXPECT_EQ(r.out, "error: 'max_tokens' or 'max_completion_tokens' is too large: 200000. This "
+                   "model's maximum context length is 131072 tokens and your request has 1 input "
+                   "tokens (200000 > 131072 - 1).\n");
+  r = generate_error(model + " --prompt-ids 2,3,4,5 --max-model-len 4");
+  EXPECT_EQ(r.out, "error: This model's maximum context length is 4 tokens. However, your "
+                   "request has 4 input tokens. Please reduce the length of the input "
+                   "messages.\n");
   r = generate_error(model + " --prompt-ids 2 --temperature -1");
   EXPECT_EQ(r.out, "error: temperature must be non-negative, got -1.000000.\n");
   r = generate_error(model + " --prompt-ids 2 --bogus");
   EXPECT_EQ(r.out, "error: unknown flag --bogus\n");
   r = generate_error(model);
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// Every engine flag under vLLM's name; none of them changes a greedy token.
+TEST(GenerateCli, EngineFlagsAreAcceptedAndDoNotChangeTokens) {
+  const json ref = golden_ref("dense");
+  std::string prompts;
+  for (const auto& p : ref["batch"]["prompts"]) {
+    prompts += " --prompt-ids " + ids_arg(p["prompt_ids"]);
+  }
+  const std::string base = golden_model("dense").string() + prompts +
+                           " --max-tokens 6 --temperature 0 --ignore-eos --logprobs 2 --json";
+  const auto plain = generate(base);
+  ASSERT_EQ(plain.size(), ref["batch"]["prompts"].size());
+  const auto tuned = generate(base + " --block-size 4 --max-num-seqs 2 --max-num-batched-tokens 9 "
+                                     "--long-prefill-token-threshold 5 --no-enable-prefix-caching "
+                                     "--max-model-len 1k --kv-cache-memory-bytes 2M --threads 1 "
+                                     "--seed 3 --generation-config vllm "
+                                     "--override-generation-config '{\"top_k\": 3}'");
+  EXPECT_EQ(plain, tuned);
+}
+
+TEST(GenerateCli, NSamplesPrintOneLinePerSample) {
+  const std::string flags = golden_model("dense").string() +
+                            " --prompt-ids 2,17,301,45,99,12,7,480,33,61,5,250,3,77,19,402,88,123 "
+                            "--max-tokens 5 --temperature 1 --ignore-eos --json --seed 7";
+  const auto out = generate(flags + " --n 3");
+  ASSERT_EQ(out.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(out[k]["index"], k);
+    EXPECT_EQ(out[k]["token_ids"].size(), 5u);
+  }
+  // Sample 0 of n draws as a lone request with the same seed.
+  EXPECT_EQ(generate(flags)[0]["token_ids"], out[0]["token_ids"]);
+}
+
+TEST(GenerateCli, StartupLogsTheKvCachePlan) {
+  auto r = run_command(cli_binary().string() + " generate " + golden_model("dense").string() +
+                       " --prompt-ids 2,3 --max-tokens 1 --max-model-len 512" + kSmallCache +
+                       " 2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("KV cache: 64.0 MiB in blocks of 16 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV cache size: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Maximum concurrency for 512 tokens per request: "), std::string::npos)
+      << r.out;
+}
+
+TEST(GenerateCli, BadEngineFlagsGetClearErrors) {
+  const std::string model = golden_model("dense").string() + " --prompt-ids 2";
+  EXPECT_EQ(generate_error(model + " --max-num-seqs 0").out,
+            "error: --max-num-seqs must be positive, got 0\n");
+  // Directly: generate_error() appends its own --kv-cache-memory, and the last one wins.
+  EXPECT_EQ(run_command(cli_binary().string() + " generate " + model +
+                        " --kv-cache-memory 1.5G 2>&1 >/dev/null")
+                .out,
+            "error: --kv-cache-memory-bytes: '1.5G' has a fraction; only the decimal suffixes "
+            "k/m/g/t allow one\n");
+  EXPECT_EQ(generate_error(model + " --generation-config /nonexistent").out,
+            "error: --generation-config: '/nonexistent' is not 'auto', 'vllm' or a folder\n");
+}
+
+// bench throughput / latency run end to end and report tokens/s (tiny sizes: this is not a
+// measurement).
+TEST(BenchCli, ThroughputAndLatencyReportTokensPerSecond) {
+  testing::TempDir dir;
+  const std::string common = golden_model("dense").string() +
+                             " --max-model-len 64 --kv-cache-memory 4M --output-json " +
+                             (dir.path() / "out.json").string();
+  auto r = run_command(cli_binary().string() + " bench throughput " + common +
+                       " --input-len 8 --output-len 4 --num-prompts 6 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Throughput: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Total num output tokens:  24"), std::string::npos) << r.out;
+  json j = json::parse(std::ifstream(dir.path() / "out.json"));
+  EXPECT_EQ(j["num_requests"], 6);
+  EXPECT_EQ(j["total_num_tokens"], 6 * (8 + 4));
+  EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+
+  r = run_command(cli_binary().string() + " bench latency " + common +
+                  " --input-len 8 --output-len 4 --batch-size 3 --num-iters 3 "
+                  "--num-iters-warmup 1 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Avg latency: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("50% percentile latency: "), std::string::npos) << r.out;
+  j = json::parse(std::ifstream(dir.path() / "out.json"));
+  EXPECT_EQ(j["latencies"].size(), 3u);
+  EXPECT_GT(j["output_tokens_per_second"].get<double>(), 0);
+
+  r = run_command(cli_binary().string() + " bench sideways " + common + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown benchmark 'sideways'"), std::string::npos) << r.out;
 }
 
 }  // namespace

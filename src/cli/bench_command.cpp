@@ -1,0 +1,194 @@
+#include "cli/bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "cli/arg_parser.h"
+#include "cli/engine_flags.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "gemmaserve/llm.h"
+
+namespace gemmaserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: gemmaserve bench throughput MODEL [--input-len N (1024)] [--output-len N (128)]\n"
+    "                                  [--num-prompts N (1000)] [--n N] [--json]\n"
+    "                                  [--output-json PATH] [engine options]\n"
+    "       gemmaserve bench latency MODEL [--input-len N (32)] [--output-len N (128)]\n"
+    "                               [--batch-size N (8)] [--num-iters N (30)]\n"
+    "                               [--num-iters-warmup N (10)] [--json] [--output-json PATH]\n"
+    "                               [engine options]\n"
+    "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
+    "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
+    "--num-iters generate calls of --batch-size prompts each.\n";
+
+int positive_flag(const ArgParser& p, const std::string& name, int fallback) {
+  const int v = p.get_int(name, fallback);
+  if (v <= 0) throw InputError(name + " must be positive, got " + std::to_string(v));
+  return v;
+}
+
+std::vector<Prompt> random_prompts(std::mt19937_64& rng, int count, int len, int vocab) {
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  std::vector<Prompt> prompts;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> ids(static_cast<size_t>(len));
+    for (int32_t& id : ids) id = token(rng);
+    prompts.push_back(Prompt::from_ids(std::move(ids)));
+  }
+  return prompts;
+}
+
+SamplingParams bench_params(int output_len, int n) {
+  SamplingParams sp;
+  sp.n = n;
+  sp.temperature = 1.0;
+  sp.top_p = 1.0;
+  sp.ignore_eos = true;
+  sp.max_tokens = output_len;
+  return sp;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Linear interpolation between closest ranks, as numpy.percentile's default.
+double percentile(std::vector<double> sorted, double pct) {
+  std::sort(sorted.begin(), sorted.end());
+  const double rank = pct / 100.0 * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(rank);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+void emit_json(const ArgParser& p, const nlohmann::json& result) {
+  if (p.get_flag("--json")) std::cout << result.dump(2) << "\n";
+  if (auto path = p.get("--output-json")) {
+    std::ofstream out(*path);
+    if (!out) throw InputError("--output-json: cannot write " + *path);
+    out << result.dump(4) << "\n";
+  }
+}
+
+int run_throughput(const ArgParser& p, const EngineArgs& ea) {
+  const int input_len = positive_flag(p, "--input-len", 1024);
+  const int output_len = positive_flag(p, "--output-len", 128);
+  const int num_prompts = positive_flag(p, "--num-prompts", 1000);
+  const int n = positive_flag(p, "--n", 1);
+  LLM llm(ea);
+  std::mt19937_64 rng(ea.seed);
+  const std::vector<Prompt> prompts = random_prompts(rng, num_prompts, input_len, llm.vocab_size());
+  const SamplingParams sp = bench_params(output_len, n);
+  const uint64_t steps_before = llm.num_steps();
+  const Clock::time_point start = Clock::now();
+  const std::vector<RequestOutput> outputs = llm.generate(prompts, sp);
+  const double elapsed = seconds_since(start);
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  for (const RequestOutput& r : outputs) {
+    prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
+    for (const CompletionOutput& o : r.outputs) output_tokens += o.token_ids.size();
+  }
+  const int64_t total = prompt_tokens + output_tokens;
+  const uint64_t steps = llm.num_steps() - steps_before;
+  std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
+              num_prompts / elapsed, static_cast<double>(total) / elapsed,
+              static_cast<double>(output_tokens) / elapsed);
+  std::printf("Total num prompt tokens:  %lld\n", static_cast<long long>(prompt_tokens));
+  std::printf("Total num output tokens:  %lld\n", static_cast<long long>(output_tokens));
+  std::printf("Engine steps: %llu in %.3f s (max-num-seqs %d)\n",
+              static_cast<unsigned long long>(steps), elapsed, ea.max_num_seqs);
+  std::fflush(stdout);
+  emit_json(p, {{"elapsed_time", elapsed},
+                {"num_requests", num_prompts},
+                {"total_num_tokens", total},
+                {"requests_per_second", num_prompts / elapsed},
+                {"tokens_per_second", static_cast<double>(total) / elapsed},
+                {"output_tokens_per_second", static_cast<double>(output_tokens) / elapsed},
+                {"engine_steps", steps}});
+  return 0;
+}
+
+int run_latency(const ArgParser& p, const EngineArgs& ea) {
+  const int input_len = positive_flag(p, "--input-len", 32);
+  const int output_len = positive_flag(p, "--output-len", 128);
+  const int batch_size = positive_flag(p, "--batch-size", 8);
+  const int num_iters = positive_flag(p, "--num-iters", 30);
+  const int warmup = p.get_int("--num-iters-warmup", 10);
+  if (warmup < 0) throw InputError("--num-iters-warmup must be >= 0");
+  const int n = positive_flag(p, "--n", 1);
+  LLM llm(ea);
+  std::mt19937_64 rng(ea.seed);
+  const SamplingParams sp = bench_params(output_len, n);
+  // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
+  for (int i = 0; i < warmup; ++i) {
+    llm.generate(random_prompts(rng, batch_size, input_len, llm.vocab_size()), sp);
+  }
+  std::vector<double> latencies;
+  for (int i = 0; i < num_iters; ++i) {
+    const std::vector<Prompt> prompts =
+        random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    const Clock::time_point start = Clock::now();
+    llm.generate(prompts, sp);
+    latencies.push_back(seconds_since(start));
+  }
+  const double avg = std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+                     static_cast<double>(latencies.size());
+  std::printf("Avg latency: %.6f seconds\n", avg);
+  nlohmann::json pct = nlohmann::json::object();
+  for (int q : {10, 25, 50, 75, 90, 99}) {
+    const double v = percentile(latencies, q);
+    std::printf("%d%% percentile latency: %.6f seconds\n", q, v);
+    pct[std::to_string(q)] = v;
+  }
+  const double output_tps = static_cast<double>(batch_size) * n * output_len / avg;
+  std::printf("Throughput: %.2f output tokens/s (batch %d x %d tokens / avg latency)\n", output_tps,
+              batch_size, output_len);
+  std::fflush(stdout);
+  emit_json(p, {{"avg_latency", avg},
+                {"latencies", latencies},
+                {"percentiles", pct},
+                {"output_tokens_per_second", output_tps}});
+  return 0;
+}
+
+}  // namespace
+
+int run_bench_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << kUsage << engine_flags_usage();
+    return args.empty() ? 2 : 0;
+  }
+  const std::string mode = args[0];
+  if (mode != "throughput" && mode != "latency") {
+    throw InputError("bench: unknown benchmark '" + mode + "' (expected throughput or latency)");
+  }
+  ArgParser p;
+  add_engine_flags(p);
+  p.value("--model").value("--input-len").value("--output-len").value("--num-prompts");
+  p.value("--batch-size").value("--num-iters").value("--num-iters-warmup").value("--n");
+  p.value("--output-json").flag("--json").flag("--help", {"-h"});
+  p.parse(std::vector<std::string>(args.begin() + 1, args.end()), 1);
+  if (p.get_flag("--help")) {
+    std::cout << kUsage << engine_flags_usage();
+    return 0;
+  }
+  std::string model = p.get("--model").value_or("");
+  if (!p.positionals().empty()) model = p.positionals()[0];
+  if (model.empty()) throw InputError("bench " + mode + " needs MODEL\n" + std::string(kUsage));
+  EngineArgs ea = engine_args_from_flags(p, model);
+  ea.show_progress = false;
+  return mode == "throughput" ? run_throughput(p, ea) : run_latency(p, ea);
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,110 @@
+#include "cli/engine_flags.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <regex>
+
+#include "core/error.h"
+
+namespace gemmaserve {
+namespace {
+
+int int_flag(const ArgParser& p, const std::string& name, int fallback) {
+  const auto v = p.get(name);
+  if (!v) return fallback;
+  const int64_t x = parse_human_readable_int(*v, name);
+  if (x > std::numeric_limits<int>::max()) {
+    throw InputError(name + ": " + *v + " is too large");
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+int64_t parse_human_readable_int(const std::string& text, const std::string& flag) {
+  static const std::regex kPattern(R"(\s*(-?\d+(?:\.\d+)?)([kKmMgGtT]?)\s*)");
+  std::smatch m;
+  const auto bad = [&](const std::string& why) {
+    return InputError(flag + ": '" + text + "' " + why);
+  };
+  if (!std::regex_match(text, m, kPattern)) {
+    throw bad("is not an integer (suffixes k/m/g/t multiply by powers of 1000, K/M/G/T by 1024)");
+  }
+  const std::string number = m[1].str();
+  const std::string suffix = m[2].str();
+  double scale = 1;
+  bool binary = false;
+  if (!suffix.empty()) {
+    const char c = suffix[0];
+    const int power =
+        static_cast<int>(std::string("kmgt").find(static_cast<char>(std::tolower(c)))) + 1;
+    binary = std::isupper(static_cast<unsigned char>(c));
+    scale = std::pow(binary ? 1024.0 : 1000.0, power);
+  }
+  const bool decimal_point = number.find('.') != std::string::npos;
+  if (decimal_point && (suffix.empty() || binary)) {
+    throw bad("has a fraction; only the decimal suffixes k/m/g/t allow one");
+  }
+  const double value = std::strtod(number.c_str(), nullptr) * scale;
+  if (!std::isfinite(value) || std::fabs(value) > 9.0e18) throw bad("is out of range");
+  return static_cast<int64_t>(value);
+}
+
+void add_engine_flags(ArgParser& p) {
+  p.value("--tokenizer").value("--threads").value("--max-model-len").value("--block-size");
+  p.value("--kv-cache-memory-bytes", {"--kv-cache-memory"}).value("--gpu-memory-utilization");
+  p.value("--max-num-seqs").value("--max-num-batched-tokens");
+  p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
+  p.value("--generation-config").value("--override-generation-config").value("--seed");
+}
+
+EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
+  EngineArgs a;
+  a.model = model;
+  a.tokenizer = p.get("--tokenizer").value_or("");
+  a.threads = p.get_int("--threads", a.threads);
+  a.max_model_len = int_flag(p, "--max-model-len", a.max_model_len);
+  a.block_size = p.get_int("--block-size", a.block_size);
+  if (auto v = p.get("--kv-cache-memory-bytes")) {
+    a.kv_cache_memory_bytes = parse_human_readable_int(*v, "--kv-cache-memory-bytes");
+  }
+  if (p.has("--gpu-memory-utilization")) {
+    a.gpu_memory_utilization = p.get_double("--gpu-memory-utilization", 0.0);
+  }
+  a.max_num_seqs = int_flag(p, "--max-num-seqs", a.max_num_seqs);
+  a.max_num_batched_tokens = int_flag(p, "--max-num-batched-tokens", a.max_num_batched_tokens);
+  a.long_prefill_token_threshold =
+      int_flag(p, "--long-prefill-token-threshold", a.long_prefill_token_threshold);
+  a.enable_prefix_caching = p.get_flag("--enable-prefix-caching", a.enable_prefix_caching);
+  a.generation_config = p.get("--generation-config").value_or(a.generation_config);
+  a.override_generation_config = p.get("--override-generation-config").value_or("");
+  if (auto v = p.get("--seed")) {
+    const int64_t seed = parse_human_readable_int(*v, "--seed");
+    if (seed < 0) throw InputError("--seed must be non-negative, got " + *v);
+    a.seed = static_cast<uint64_t>(seed);
+  }
+  return a;
+}
+
+const char* engine_flags_usage() {
+  return "engine options (vLLM's names):\n"
+         "  --tokenizer PATH                  tokenizer.json, GGUF or folder (default: MODEL's)\n"
+         "  --threads N                       compute threads (default: all cores)\n"
+         "  --max-model-len N                 longest prompt + output (default: the config's)\n"
+         "  --block-size N                    tokens per KV cache block (default 16)\n"
+         "  --kv-cache-memory-bytes BYTES     KV cache size, e.g. 2G (alias --kv-cache-memory)\n"
+         "  --gpu-memory-utilization F        else this fraction of available RAM (default:\n"
+         "                                    min(4 GiB, half of it))\n"
+         "  --max-num-seqs N                  most sequences per step (default 256)\n"
+         "  --max-num-batched-tokens N        most tokens per step (default 2048)\n"
+         "  --long-prefill-token-threshold N  most tokens of one request per step (default 0:\n"
+         "                                    no cap)\n"
+         "  --[no-]enable-prefix-caching      reuse cached prompt blocks (default on)\n"
+         "  --generation-config auto|vllm|DIR sampling defaults source (default auto)\n"
+         "  --override-generation-config JSON e.g. '{\"temperature\": 0.5}'\n"
+         "  --seed N                          seeds requests that bring no seed (default 0)\n";
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,651 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/progress_bar.h"
+#include "core/thread_pool.h"
+#include "engine/request_sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stop_checker.h"
+#include "model/gemma4_model.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+namespace {
+
+constexpr size_t kProgressMinBytes = size_t{512} << 20;  // smaller loads finish too fast to show
+constexpr int kKvDtypeBytes = 4;                         // KvCache stores f32 K/V
+constexpr uint64_t kNotStalled = ~uint64_t{0};
+
+// SplitMix64: spreads (engine seed, request number) into independent generator seeds.
+uint64_t mix_seed(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (n + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+void check_args(const EngineArgs& a) {
+  if (a.threads < 0) throw InputError("--threads must be >= 0, got " + std::to_string(a.threads));
+  if (a.block_size <= 0) {
+    throw InputError("--block-size must be positive, got " + std::to_string(a.block_size));
+  }
+  if (a.max_model_len < 0) {
+    throw InputError("--max-model-len must be positive, got " + std::to_string(a.max_model_len));
+  }
+  if (a.max_num_seqs <= 0) {
+    throw InputError("--max-num-seqs must be positive, got " + std::to_string(a.max_num_seqs));
+  }
+  if (a.max_num_batched_tokens <= 0) {
+    throw InputError("--max-num-batched-tokens must be positive, got " +
+                     std::to_string(a.max_num_batched_tokens));
+  }
+  if (a.long_prefill_token_threshold < 0) {
+    throw InputError("--long-prefill-token-threshold must be >= 0, got " +
+                     std::to_string(a.long_prefill_token_threshold));
+  }
+}
+
+}  // namespace
+
+// One of a request's n samples: a sequence of its own in the scheduler.
+struct Engine::Sequence {
+  RequestState* owner = nullptr;
+  int index = 0;
+  std::string scheduler_id;
+  std::unique_ptr<RequestSampler> sampler;
+  std::unique_ptr<StopChecker> stop;
+  bool admitted = false;  // handed to the scheduler
+  bool finished = false;
+  bool prompt_computed = false;  // its first token was sampled
+  bool wants_prompt_logprobs = false;
+  int next_prompt_logprob = 1;  // first prompt position whose logprobs are still missing
+};
+
+struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
+  EngineRequest request;
+  OutputCallback callback;
+  RequestOutput output;
+  std::vector<Sequence> sequences;  // never resized after creation: Sequence* stay valid
+  int num_unfinished = 0;
+  bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
+  bool aborted = false;       // guarded by mutex_
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
+};
+
+// What one forward call computes: copies of the scheduled chunks, so an abort() during the
+// forward (which frees the scheduler's token lists) cannot pull data from under it.
+struct Engine::StepPlan {
+  struct Item {
+    std::shared_ptr<RequestState> request;
+    Sequence* seq = nullptr;
+    std::vector<int32_t> tokens;
+    int32_t start_pos = 0;
+    std::array<std::vector<int32_t>, kNumAttentionTypes> tables;
+    LogitsWanted logits = LogitsWanted::kNone;
+    bool samples = false;
+  };
+  std::vector<Item> items;
+  std::vector<SequenceInput> inputs;
+  int num_tokens = 0;
+};
+
+// A chunk's sample, made outside the lock and applied under it.
+struct Engine::Sampled {
+  size_t item = 0;
+  int32_t token = 0;
+  std::optional<TokenLogprobs> logprobs;
+  StopUpdate update;
+};
+
+Engine::Engine(const EngineArgs& args) : args_(args) {
+  namespace fs = std::filesystem;
+  check_args(args_);
+  pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads));
+  const fs::path dir(args_.model);
+  std::unique_ptr<ProgressBar> bar;
+  ModelWeights weights = load_model_weights(dir, [&](size_t done, size_t total) {
+    if (!bar) {
+      bar = std::make_unique<ProgressBar>("loading weights", total,
+                                          args_.show_progress && total >= kProgressMinBytes);
+    }
+    bar->update(done);
+  });
+  if (bar) bar->finish();
+
+  const fs::path tok_path = args_.tokenizer.empty() ? dir : fs::path(args_.tokenizer);
+  if (!args_.tokenizer.empty() || fs::exists(dir / "tokenizer.json")) {
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_path(tok_path));
+  } else {
+    GS_LOG_INFO << dir.string() << ": no tokenizer.json; only token-id prompts will work";
+  }
+
+  generation_ =
+      resolve_generation_defaults(dir, args_.generation_config, args_.override_generation_config);
+  const SamplingParams defaults = apply_generation_defaults(generation_);
+  if (generation_.temperature || generation_.top_p || generation_.top_k || generation_.min_p ||
+      generation_.repetition_penalty || generation_.max_tokens) {
+    GS_LOG_INFO << "default sampling parameters from " << generation_.source
+                << ": temperature=" << defaults.temperature << " top_p=" << defaults.top_p
+                << " top_k=" << defaults.top_k << " min_p=" << defaults.min_p
+                << " repetition_penalty=" << defaults.repetition_penalty
+                << " max_tokens=" << defaults.max_tokens;
+  }
+  eos_ids_ = collect_eos_token_ids(load_generation_config(dir), weights.config,
+                                   tokenizer_ ? tokenizer_->eos_ids() : std::vector<int32_t>{},
+                                   generation_);
+
+  const TextConfig& text = weights.config.text;
+  max_model_len_ = args_.max_model_len > 0 ? args_.max_model_len : text.max_position_embeddings;
+  if (max_model_len_ > text.max_position_embeddings) {
+    throw InputError("User-specified max_model_len (" + std::to_string(max_model_len_) +
+                     ") is greater than the derived max_model_len (max_position_embeddings=" +
+                     std::to_string(text.max_position_embeddings) + " in model's config.json).");
+  }
+  // Measured after the weights are mapped, so their resident pages are already accounted for.
+  const KvCacheBudget budget =
+      choose_kv_cache_budget(args_, text, max_model_len_, available_memory_bytes());
+  KvCachePlanOptions opt;
+  opt.block_size = args_.block_size;
+  opt.kv_dtype_bytes = kKvDtypeBytes;
+  opt.memory_bytes = budget.bytes;
+  opt.max_model_len = max_model_len_;
+  opt.max_num_batched_tokens =
+      args_.long_prefill_token_threshold > 0
+          ? std::min(args_.long_prefill_token_threshold, args_.max_num_batched_tokens)
+          : args_.max_num_batched_tokens;
+  plan_ = plan_kv_cache(text, opt);
+  GS_LOG_INFO << "KV cache budget " << budget.bytes << " bytes (" << budget.reason << ")";
+  for (const std::string& line : plan_.summary_lines()) GS_LOG_INFO << line;
+
+  cache_ = std::make_unique<KvCache>(text, plan_.num_blocks, args_.block_size);
+  SchedulerConfig sc;
+  sc.max_num_seqs = args_.max_num_seqs;
+  sc.max_num_batched_tokens = args_.max_num_batched_tokens;
+  sc.max_model_len = max_model_len_;
+  sc.long_prefill_token_threshold = args_.long_prefill_token_threshold;
+  scheduler_ = std::make_unique<Scheduler>(
+      sc, KvCacheManager(text, plan_.num_blocks, args_.block_size, args_.enable_prefix_caching));
+  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_);
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    abort_all_locked();
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+int Engine::vocab_size() const { return model_->vocab_size(); }
+const ModelConfig& Engine::model_config() const { return model_->config(); }
+SamplingParams Engine::default_sampling_params() const {
+  return apply_generation_defaults(generation_);
+}
+
+std::vector<int32_t> Engine::encode_prompt(const std::string& text) const {
+  if (!tokenizer_) {
+    throw InputError("a text prompt needs a tokenizer, and " + args_.model +
+                     " has none (pass --tokenizer or use token ids)");
+  }
+  std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special=*/false,
+                                                /*parse_special=*/true);
+  // Exactly one BOS at position 0, whether or not the text already starts with one.
+  const int32_t bos = tokenizer_->bos_id();
+  if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  return ids;
+}
+
+// ---- Requests in ------------------------------------------------------------------------------
+
+std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission submission) {
+  EngineRequest& r = submission.request;
+  const int vocab = model_->vocab_size();
+  if (r.request_id.empty()) throw InputError("request id must not be empty");
+  if (requests_.count(r.request_id) > 0) {
+    throw InputError("request id '" + r.request_id + "' is already in use");
+  }
+  r.params.validate(vocab);
+  if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
+  for (int32_t id : r.prompt_token_ids) {
+    if (id < 0 || id >= vocab) {
+      throw InputError("Token id " + std::to_string(id) + " is out of vocabulary");
+    }
+  }
+  const int prompt_len = static_cast<int>(r.prompt_token_ids.size());
+  check_request_length(prompt_len, r.params.max_tokens, max_model_len_);
+
+  auto state = std::make_shared<RequestState>();
+  state->output.request_id = r.request_id;
+  state->output.prompt = r.prompt;
+  state->output.prompt_token_ids = r.prompt_token_ids;
+  if (r.params.prompt_logprobs) state->prompt_logprobs.push_back(std::nullopt);
+  std::vector<int32_t> stop_ids = r.params.stop_token_ids;
+  if (!r.params.ignore_eos) stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+  std::sort(stop_ids.begin(), stop_ids.end());
+  stop_ids.erase(std::unique(stop_ids.begin(), stop_ids.end()), stop_ids.end());
+
+  const int n = r.params.n;
+  state->sequences.resize(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    Sequence& seq = state->sequences[static_cast<size_t>(k)];
+    seq.owner = state.get();
+    seq.index = k;
+    SamplingParams params = r.params;
+    if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
+    seq.sampler = std::make_unique<RequestSampler>(
+        params, r.prompt_token_ids, stop_ids, tokenizer_.get(), vocab,
+        mix_seed(args_.seed, next_sequence_ + static_cast<uint64_t>(k)));
+    seq.stop =
+        std::make_unique<StopChecker>(params, std::set<int32_t>(stop_ids.begin(), stop_ids.end()),
+                                      tokenizer_.get(), prompt_len, max_model_len_);
+    seq.wants_prompt_logprobs = k == 0 && r.params.prompt_logprobs.has_value();
+    CompletionOutput out;
+    out.index = k;
+    if (r.params.logprobs) out.logprobs.emplace();
+    state->output.outputs.push_back(std::move(out));
+  }
+  state->num_unfinished = n;
+  state->request = std::move(submission.request);
+  state->callback = std::move(submission.callback);
+  return state;
+}
+
+void Engine::admit_sequence(RequestState& request, Sequence& seq) {
+  const EngineRequest& r = request.request;
+  NewRequest nr;
+  nr.request_id = std::to_string(next_sequence_++);
+  nr.prompt_token_ids = r.prompt_token_ids;
+  nr.max_tokens = r.params.max_tokens;
+  nr.priority = r.priority;
+  nr.hash_extras.cache_salt = r.cache_salt;
+  nr.skip_prefix_cache = seq.wants_prompt_logprobs;
+  seq.scheduler_id = nr.request_id;
+  scheduler_->add_request(std::move(nr));
+  seq.admitted = true;
+  sequences_[seq.scheduler_id] = &seq;
+}
+
+void Engine::add_request(EngineRequest request, OutputCallback callback) {
+  std::vector<Submission> one;
+  one.push_back(Submission{std::move(request), std::move(callback)});
+  add_requests(std::move(one));
+}
+
+void Engine::add_requests(std::vector<Submission> submissions) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) throw std::runtime_error("the engine stopped after an error: " + *failure_);
+    if (stopping_) throw std::runtime_error("the engine is shutting down");
+    std::vector<std::shared_ptr<RequestState>> added;
+    try {
+      for (Submission& s : submissions) {
+        std::shared_ptr<RequestState> state = make_request_state(std::move(s));
+        const int n = static_cast<int>(state->sequences.size());
+        const int prompt_len = static_cast<int>(state->request.prompt_token_ids.size());
+        // Holding samples back only pays when the prompt has a full block to share.
+        state->samples_held =
+            n > 1 && args_.enable_prefix_caching && prompt_len - 1 >= args_.block_size;
+        requests_[state->request.request_id] = state;
+        added.push_back(state);
+        admit_sequence(*state, state->sequences[0]);
+        if (state->samples_held) {
+          num_held_samples_ += n - 1;
+        } else {
+          for (int k = 1; k < n; ++k) admit_sequence(*state, state->sequences[k]);
+        }
+      }
+    } catch (...) {
+      // All or none: forget what this call already queued.
+      for (const auto& state : added) {
+        for (Sequence& seq : state->sequences) {
+          if (!seq.admitted) continue;
+          scheduler_->abort(seq.scheduler_id);
+          sequences_.erase(seq.scheduler_id);
+        }
+        if (state->samples_held) num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
+        requests_.erase(state->request.request_id);
+      }
+      throw;
+    }
+    ++change_count_;
+  }
+  wake_.notify_all();
+}
+
+bool Engine::abort(const std::string& request_id) {
+  bool found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    found = abort_locked(request_id);
+  }
+  if (found) wake_.notify_all();
+  return found;
+}
+
+bool Engine::abort_locked(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  std::shared_ptr<RequestState> state = it->second;
+  requests_.erase(it);
+  state->aborted = true;
+  for (Sequence& seq : state->sequences) {
+    if (!seq.admitted || seq.finished) continue;
+    scheduler_->abort(seq.scheduler_id);  // frees its blocks now
+    sequences_.erase(seq.scheduler_id);
+  }
+  if (state->samples_held) {
+    num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
+    state->samples_held = false;
+  }
+  aborted_.push_back(std::move(state));
+  ++change_count_;
+  return true;
+}
+
+void Engine::abort_all_locked() {
+  std::vector<std::string> ids;
+  for (const auto& [id, state] : requests_) ids.push_back(id);
+  for (const std::string& id : ids) abort_locked(id);
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EngineStats s = counters_;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting() + num_held_samples_;
+  const KvCacheManager& kv = scheduler_->kv_cache();
+  s.kv_cache_usage = kv.usage();
+  for (int t = 0; t < kNumAttentionTypes; ++t) {
+    const KvBlockPool* pool = kv.pool(static_cast<AttentionType>(t));
+    if (!pool) continue;
+    s.kv_blocks_total[t] = pool->num_blocks();
+    s.kv_blocks_in_use[t] = pool->num_blocks() - pool->num_free_blocks();
+  }
+  const SchedulerStats ss = scheduler_->stats();
+  s.prefix_cache_queries = ss.prefix_cache_queries;
+  s.prefix_cache_hits = ss.prefix_cache_hits;
+  s.computed_tokens = ss.scheduled_tokens;
+  s.preemptions = ss.preemptions;
+  return s;
+}
+
+// ---- The step loop ----------------------------------------------------------------------------
+
+void Engine::run_loop() {
+  ForwardOutput forward;
+  StepPlan plan;
+  std::vector<Sampled> sampled;
+  std::vector<Emission> emissions;
+  uint64_t stalled_at = kNotStalled;  // change_count_ when a schedule came back empty
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] {
+      return stopping_ || !aborted_.empty() ||
+             (!failure_ && scheduler_->has_unfinished_requests() && stalled_at != change_count_);
+    });
+    take_aborted(&emissions);
+    if (!emissions.empty()) {
+      lock.unlock();
+      deliver(emissions);
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    if (!plan_step(&plan)) {
+      // Nothing fits now; a new request or an abort changes that (no busy wait).
+      GS_LOG_WARNING << "engine: unfinished requests but nothing could be scheduled";
+      stalled_at = change_count_;
+      continue;
+    }
+    stalled_at = kNotStalled;
+    lock.unlock();
+    try {
+      model_->forward(plan.inputs, *cache_, &forward);
+      sample_step(plan, forward, &sampled);
+    } catch (const std::exception& e) {
+      lock.lock();
+      GS_LOG_ERROR << "engine step failed: " << e.what() << "; aborting every request";
+      failure_ = e.what();
+      abort_all_locked();
+      continue;
+    }
+    lock.lock();
+    ++counters_.steps;
+    apply_step(plan, sampled, &emissions);
+    lock.unlock();
+    deliver(emissions);
+    lock.lock();
+  }
+}
+
+bool Engine::plan_step(StepPlan* plan) {
+  plan->items.clear();
+  plan->inputs.clear();
+  plan->num_tokens = 0;
+  const SchedulerOutput out = scheduler_->schedule();
+  if (out.empty()) return false;
+  for (const ScheduledChunk& chunk : out.scheduled) {
+    Sequence* seq = sequences_.at(chunk.request_id);
+    RequestState& state = *seq->owner;
+    StepPlan::Item item;
+    item.request = state.shared_from_this();
+    item.seq = seq;
+    item.tokens.assign(chunk.tokens.begin(), chunk.tokens.end());
+    item.start_pos = chunk.start_pos;
+    for (int t = 0; t < kNumAttentionTypes; ++t) {
+      item.tables[t].assign(chunk.block_tables[t].begin(), chunk.block_tables[t].end());
+    }
+    item.samples = chunk.samples;
+    // Rows for prompt logprobs: positions p predict p + 1; prompt targets still missing.
+    const int prompt_len = static_cast<int>(state.request.prompt_token_ids.size());
+    const int first_pos = chunk.start_pos;
+    const int last_pos = chunk.start_pos + static_cast<int>(chunk.tokens.size()) - 1;
+    const bool wants_rows = seq->wants_prompt_logprobs && seq->next_prompt_logprob < prompt_len &&
+                            first_pos <= prompt_len - 2 && last_pos >= seq->next_prompt_logprob - 1;
+    item.logits = wants_rows ? LogitsWanted::kAll
+                             : (chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone);
+    if (seq->index == 0 && state.output.num_cached_tokens < 0) {
+      state.output.num_cached_tokens = scheduler_->request(chunk.request_id)->num_cached_tokens;
+    }
+    plan->num_tokens += static_cast<int>(chunk.tokens.size());
+    plan->items.push_back(std::move(item));
+  }
+  // Spans last: items no longer move.
+  for (const StepPlan::Item& item : plan->items) {
+    SequenceInput in;
+    in.tokens = item.tokens;
+    in.start_pos = item.start_pos;
+    for (int t = 0; t < kNumAttentionTypes; ++t) in.block_tables[t] = item.tables[t];
+    in.logits = item.logits;
+    plan->inputs.push_back(in);
+  }
+  return true;
+}
+
+void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
+                         std::vector<Sampled>* out) {
+  out->clear();
+  const size_t vocab = static_cast<size_t>(model_->vocab_size());
+  size_t row = 0;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const StepPlan::Item& item = plan.items[i];
+    if (item.logits == LogitsWanted::kNone) continue;
+    Sequence& seq = *item.seq;
+    const EngineRequest& r = item.request->request;
+    const auto row_span = [&](size_t k) {
+      return std::span<const float>(forward.logits.data() + k * vocab, vocab);
+    };
+    size_t last_row = row;
+    if (item.logits == LogitsWanted::kAll) {
+      const int prompt_len = static_cast<int>(r.prompt_token_ids.size());
+      for (size_t j = 0; j < item.tokens.size(); ++j) {
+        const int target = item.start_pos + static_cast<int>(j) + 1;
+        if (target >= seq.next_prompt_logprob && target < prompt_len) {
+          item.request->prompt_logprobs.push_back(RequestSampler::logprobs(
+              row_span(row + j), *r.params.prompt_logprobs, r.prompt_token_ids[target]));
+          seq.next_prompt_logprob = target + 1;
+        }
+      }
+      last_row = row + item.tokens.size() - 1;
+      row += item.tokens.size();
+    } else {
+      ++row;
+    }
+    if (!item.samples) continue;
+    const std::span<const float> logits = row_span(last_row);
+    Sampled s;
+    s.item = i;
+    s.token = seq.sampler->sample(logits, item.request->output.outputs[seq.index].token_ids);
+    if (r.params.logprobs) {
+      s.logprobs = RequestSampler::logprobs(logits, *r.params.logprobs, s.token);
+    }
+    s.update = seq.stop->append(s.token);
+    out->push_back(std::move(s));
+  }
+}
+
+void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
+                        std::vector<Emission>* emit) {
+  emit->clear();
+  std::vector<StepResult> results;
+  for (const Sampled& s : sampled) {
+    const StepPlan::Item& item = plan.items[s.item];
+    if (item.request->aborted) continue;
+    results.push_back(StepResult{item.seq->scheduler_id, s.token, s.update.finished});
+  }
+  const std::vector<FinishedRequest> finished = scheduler_->update(results);
+
+  std::map<RequestState*, size_t> emission_of;
+  const auto delta_of = [&](RequestState* state) -> RequestOutputDelta& {
+    auto [it, inserted] = emission_of.emplace(state, emit->size());
+    if (inserted) emit->push_back(Emission{state->shared_from_this(), {}});
+    return (*emit)[it->second].delta;
+  };
+  const auto completion_delta_of = [&](RequestState* state, int index) -> CompletionDelta& {
+    RequestOutputDelta& d = delta_of(state);
+    for (CompletionDelta& c : d.outputs) {
+      if (c.index == index) return c;
+    }
+    d.outputs.push_back(CompletionDelta{});
+    d.outputs.back().index = index;
+    return d.outputs.back();
+  };
+  const auto finish = [&](Sequence& seq) {
+    seq.finished = true;
+    --seq.owner->num_unfinished;
+    const std::optional<std::string>& reason =
+        seq.owner->output.outputs[static_cast<size_t>(seq.index)].finish_reason;
+    if (reason == "stop") ++counters_.requests_finished_stop;
+    if (reason == "length") ++counters_.requests_finished_length;
+  };
+
+  for (Sampled& s : sampled) {
+    StepPlan::Item& item = plan.items[s.item];
+    RequestState* state = item.request.get();
+    if (state->aborted) continue;
+    Sequence& seq = *item.seq;
+    CompletionOutput& out = state->output.outputs[static_cast<size_t>(seq.index)];
+    CompletionDelta& d = completion_delta_of(state, seq.index);
+    out.token_ids.push_back(s.token);
+    d.token_ids.push_back(s.token);
+    out.text += s.update.text_delta;
+    d.text += s.update.text_delta;
+    if (s.logprobs) {
+      out.logprobs->push_back(*s.logprobs);
+      d.logprobs.push_back(std::move(*s.logprobs));
+    }
+    ++counters_.generation_tokens;
+    if (!seq.prompt_computed) {
+      seq.prompt_computed = true;
+      counters_.prompt_tokens += state->request.prompt_token_ids.size();
+      if (seq.wants_prompt_logprobs) {
+        state->output.prompt_logprobs = state->prompt_logprobs;
+        delta_of(state).prompt_logprobs = state->prompt_logprobs;
+      }
+      if (seq.index == 0 && state->samples_held) {
+        // Sample 0's full prompt blocks are cached now: the others start from them.
+        state->samples_held = false;
+        num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
+        for (size_t k = 1; k < state->sequences.size(); ++k) {
+          admit_sequence(*state, state->sequences[k]);
+        }
+      }
+    }
+    if (s.update.finished) {
+      out.finish_reason = s.update.finish_reason;
+      out.stop_reason_text = s.update.stop_reason_text;
+      out.stop_reason_token = s.update.stop_reason_token;
+      d.finish_reason = out.finish_reason;
+      d.stop_reason_text = out.stop_reason_text;
+      d.stop_reason_token = out.stop_reason_token;
+      finish(seq);
+    }
+  }
+  for (const FinishedRequest& f : finished) {
+    auto it = sequences_.find(f.request_id);
+    if (it == sequences_.end()) continue;
+    Sequence& seq = *it->second;
+    sequences_.erase(it);
+    if (seq.finished) continue;
+    // The scheduler's own length cap (max_tokens / max_model_len) got there first.
+    CompletionOutput& out = seq.owner->output.outputs[static_cast<size_t>(seq.index)];
+    out.finish_reason = "length";
+    completion_delta_of(seq.owner, seq.index).finish_reason = "length";
+    finish(seq);
+  }
+  for (Emission& e : *emit) {
+    RequestState& state = *e.request;
+    if (state.num_unfinished > 0) continue;
+    state.output.finished = true;
+    e.delta.finished = true;
+    requests_.erase(state.request.request_id);
+  }
+}
+
+void Engine::take_aborted(std::vector<Emission>* emit) {
+  emit->clear();
+  for (std::shared_ptr<RequestState>& state : aborted_) {
+    Emission e{state, {}};
+    for (Sequence& seq : state->sequences) {
+      if (seq.finished) continue;
+      seq.finished = true;
+      CompletionOutput& out = state->output.outputs[static_cast<size_t>(seq.index)];
+      out.finish_reason = "abort";
+      CompletionDelta d;
+      d.index = seq.index;
+      d.finish_reason = "abort";
+      e.delta.outputs.push_back(std::move(d));
+    }
+    state->num_unfinished = 0;
+    state->output.finished = true;
+    e.delta.finished = true;
+    ++counters_.requests_aborted;
+    emit->push_back(std::move(e));
+  }
+  aborted_.clear();
+}
+
+void Engine::deliver(std::vector<Emission>& emissions) {
+  for (Emission& e : emissions) {
+    if (!e.request->callback) continue;
+    try {
+      e.request->callback(e.request->output, e.delta);
+    } catch (const std::exception& ex) {
+      GS_LOG_ERROR << "output callback of request " << e.request->request.request_id
+                   << " threw: " << ex.what();
+    }
+  }
+  emissions.clear();
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,185 @@
+// The inference engine: owns the model, the paged KV cache and the scheduler, and runs the step
+// loop on its own thread. Every step schedules chunks of many requests (prefill chunks and
+// decodes), runs them through ONE forward call, samples, checks stops and streams the changes.
+//
+// Thread safety: add_request(s), abort(), stats() and the accessors may be called from any
+// thread at any time. Callbacks run on the engine thread, one at a time, never while the engine
+// holds its lock, so a callback may call abort() or stats() (but must not block for long: the
+// next step waits for it). The forward pass is not reentrant and only the engine thread runs it.
+//
+// Streaming: a request's callback runs after every step that changed it (new tokens, text or
+// prompt logprobs) and exactly once with finished == true, last. The RequestOutput passed is
+// the engine's cumulative record (valid during the call only: copy what you keep); the delta is
+// what the step added, so an SSE server sends deltas and the concatenation of a completion's
+// delta texts / token ids equals its final text / token ids.
+//
+// n > 1: each of the n samples is its own sequence in the scheduler. With prefix caching on and
+// a prompt of at least one full block, samples 1..n-1 enter the scheduler once sample 0 has
+// computed the prompt, so they find its full blocks in the prefix cache and compute only the
+// partial last block. Sample k of a seeded request uses seed + k (vLLM's ParentRequest rule).
+//
+// prompt_logprobs: sample 0 skips the prefix cache (every prompt position must be computed) and
+// asks for all logits of each prompt chunk; rows are collected across chunks.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_setup.h"
+#include "engine/kv_cache_manager.h"
+#include "gemmaserve/llm.h"
+#include "gemmaserve/request_output.h"
+#include "gemmaserve/sampling_params.h"
+#include "model/config.h"
+
+namespace gemmaserve {
+
+class Gemma4Model;
+class KvCache;
+class Scheduler;
+class ThreadPool;
+class Tokenizer;
+struct ForwardOutput;
+struct ScheduledChunk;
+
+struct EngineRequest {
+  std::string request_id;  // unique among unfinished requests
+  std::vector<int32_t> prompt_token_ids;
+  std::optional<std::string> prompt;  // the text the ids came from, echoed in the output
+  SamplingParams params;
+  int priority = 0;  // lower runs first, as vLLM
+  std::optional<std::string> cache_salt;
+};
+
+// Runs on the engine thread; see the streaming notes above.
+using OutputCallback =
+    std::function<void(const RequestOutput& output, const RequestOutputDelta& delta)>;
+
+struct Submission {
+  EngineRequest request;
+  OutputCallback callback;
+};
+
+// Counters and gauges for the metrics endpoint (vLLM's names in the comments).
+struct EngineStats {
+  int num_running = 0;        // vllm:num_requests_running (sequences)
+  int num_waiting = 0;        // vllm:num_requests_waiting (sequences, held-back samples included)
+  double kv_cache_usage = 0;  // vllm:kv_cache_usage_perc, the fullest group
+  std::array<int, kNumAttentionTypes> kv_blocks_total{};   // per attention type
+  std::array<int, kNumAttentionTypes> kv_blocks_in_use{};  // ref count > 0
+  uint64_t prefix_cache_queries = 0;    // tokens looked up (vllm:prefix_cache_queries)
+  uint64_t prefix_cache_hits = 0;       // tokens found (vllm:prefix_cache_hits)
+  uint64_t prompt_tokens = 0;           // vllm:prompt_tokens, counted when a prompt is computed
+  uint64_t generation_tokens = 0;       // vllm:generation_tokens
+  uint64_t computed_tokens = 0;         // tokens sent to the model, recomputation included
+  uint64_t steps = 0;                   // forward calls
+  uint64_t preemptions = 0;             // vllm:num_preemptions
+  uint64_t requests_finished_stop = 0;  // vllm:request_success{finished_reason=...}
+  uint64_t requests_finished_length = 0;
+  uint64_t requests_aborted = 0;
+};
+
+class Engine {
+ public:
+  // Loads the checkpoint, sizes and allocates the KV cache (logging blocks, tokens and the
+  // maximum concurrency) and starts the engine thread. Throws InputError for bad arguments.
+  explicit Engine(const EngineArgs& args);
+  // Aborts what is still running (callbacks get finish_reason "abort") and joins the thread.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws InputError (vLLM's wording) for a bad request; the callback is
+  // then never called.
+  void add_request(EngineRequest request, OutputCallback callback);
+  // Queues all or none: every request is checked first, and they enter the same step.
+  void add_requests(std::vector<Submission> submissions);
+  // Ends a request now: its blocks return to the pool before abort() returns, and its callback
+  // gets a last call (finish_reason "abort") from the engine thread. False if unknown/finished.
+  bool abort(const std::string& request_id);
+
+  EngineStats stats() const;
+
+  // Token ids of a text prompt: the tokenizer's encoding with exactly one BOS in front.
+  // InputError when the engine has no tokenizer.
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // Stop ids unless ignore_eos: tokenizer eos + every checkpoint eos_token_id (config.json,
+  // generation_config.json, the --generation-config folder and its override).
+  const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
+  int vocab_size() const;
+  int max_model_len() const { return max_model_len_; }
+  const ModelConfig& model_config() const;
+  const KvCachePlan& kv_cache_plan() const { return plan_; }
+  const EngineArgs& args() const { return args_; }
+  // SamplingParams with the generation-config defaults applied (vLLM's
+  // get_default_sampling_params); requests start from these and override fields.
+  SamplingParams default_sampling_params() const;
+
+ private:
+  struct Sequence;
+  struct RequestState;
+  struct StepPlan;
+  struct Sampled;
+  struct Emission {
+    std::shared_ptr<RequestState> request;
+    RequestOutputDelta delta;
+  };
+
+  // Checks a request and builds its state (no engine state changes). Under mutex_.
+  std::shared_ptr<RequestState> make_request_state(Submission submission);
+  // Hands a sequence to the scheduler and indexes it. Under mutex_.
+  void admit_sequence(RequestState& request, Sequence& seq);
+
+  void run_loop();
+  // Schedules one step and copies what the forward needs. Under mutex_.
+  bool plan_step(StepPlan* plan);
+  // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
+  void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
+  // Applies a step's samples to the scheduler and the outputs. Under mutex_.
+  void apply_step(StepPlan& plan, std::vector<Sampled>& sampled, std::vector<Emission>* emit);
+  // Final deltas of requests aborted since the last step. Under mutex_.
+  void take_aborted(std::vector<Emission>* emit);
+  // Aborts every live request (destructor, engine failure). Under mutex_.
+  void abort_all_locked();
+  bool abort_locked(const std::string& request_id);
+  void deliver(std::vector<Emission>& emissions);
+
+  EngineArgs args_;
+  std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<Gemma4Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  GenerationDefaults generation_;
+  std::vector<int32_t> eos_ids_;
+  int max_model_len_ = 0;
+  KvCachePlan plan_;
+  std::unique_ptr<KvCache> cache_;  // written by the engine thread only (inside forward)
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  // Guarded by mutex_:
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<std::string, std::shared_ptr<RequestState>> requests_;  // by user request id
+  std::unordered_map<std::string, Sequence*> sequences_;  // in the scheduler, by scheduler id
+  std::vector<std::shared_ptr<RequestState>> aborted_;    // awaiting their final callback
+  uint64_t next_sequence_ = 0;
+  uint64_t change_count_ = 0;  // bumped by add/abort, so an idle loop notices work
+  int num_held_samples_ = 0;   // n > 1 samples waiting for sample 0's prompt
+  EngineStats counters_;
+  bool stopping_ = false;
+  std::optional<std::string> failure_;  // the engine thread died with this error
+
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace gemmaserve
