@@ -8,8 +8,9 @@
 #include <system_error>
 
 #include "core/logging.h"
+#include "core/python_text.h"
 #include "server/special_token_text.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 
@@ -128,103 +129,6 @@ std::optional<std::string> python_float_json(std::string_view s) {
 }
 
 }  // namespace
-
-void append_python_json_escaped(std::string& out, std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      size_t n = utf8::sequence_length(s, i);
-      if (n == 0) {
-        out.append(utf8::kReplacementChar);
-        ++i;
-      } else {
-        out.append(s.substr(i, n));
-        i += n;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
-  }
-}
-
-std::string python_json_quote(std::string_view s) {
-  std::string out = "\"";
-  append_python_json_escaped(out, s);
-  out += '"';
-  return out;
-}
-
-std::string python_float_repr(double v) {
-  if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
-  // Shortest round-trip digits in scientific form: [-]d[.ddd]e(+|-)dd.
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
-  std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));
-  std::string out;
-  if (sci.front() == '-') {
-    out += '-';
-    sci.remove_prefix(1);
-  }
-  size_t e_pos = sci.find('e');
-  std::string digits;
-  for (char c : sci.substr(0, e_pos)) {
-    if (c != '.') digits += c;
-  }
-  int exp = 0;
-  std::string_view exp_text = sci.substr(e_pos + 1);
-  if (exp_text.front() == '+') exp_text.remove_prefix(1);
-  std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(), exp);
-  if (exp >= -4 && exp < 16) {
-    if (exp >= 0) {
-      size_t int_len = static_cast<size_t>(exp) + 1;
-      if (digits.size() <= int_len) {
-        out += digits + std::string(int_len - digits.size(), '0') + ".0";
-      } else {
-        out.append(digits, 0, int_len).append(".").append(digits, int_len);
-      }
-    } else {
-      out.append("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
-    }
-    return out;
-  }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out.append(".").append(digits, 1);
-  char exp_buf[16];
-  std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-  out += exp_buf;
-  return out;
-}
 
 std::string gemma4_bare_value_to_json(std::string_view raw) {
   std::string_view v = trim(raw);

@@ -6,17 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/python_text.h"  // python_json_quote, python_float_repr
+
 namespace gemmaserve {
 
-// Python's json.dumps(s, ensure_ascii=False) of a string, quotes included: escapes \" \\ \n \r \t
-// \b \f and other control characters as \u00XX; bytes that are not UTF-8 become U+FFFD.
-std::string python_json_quote(std::string_view s);
-// The same escaping without the surrounding quotes, appended to `out`.
-void append_python_json_escaped(std::string& out, std::string_view s);
-
-// Python's repr(float) for a finite double: shortest round-trip digits, exponent form below 1e-4
-// and from 1e16 on (1e-05, 1e+16), otherwise fixed with at least one decimal (100.0, -0.0).
-std::string python_float_repr(double v);
 
 // JSON for an unquoted value, as vLLM's _parse_gemma4_value reads it: true/false; null, none, nil
 // (any case) as null; Python int() syntax (sign, leading zeros, '_' between digits) as an exact

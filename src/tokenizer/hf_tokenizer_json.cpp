@@ -5,7 +5,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/python_text.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 
@@ -415,41 +416,7 @@ void append_json_string(std::string& out, std::string_view s, const std::string&
   if (!utf8::is_valid(s)) {
     throw InputError(source + ": token '" + std::string(s) + "' is not valid UTF-8");
   }
-  out.push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
+  out += python_json_quote(s);
 }
 
 ordered_json pattern_json(const std::string& s) { return ordered_json{{"String", s}}; }

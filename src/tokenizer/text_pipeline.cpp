@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 

@@ -13,7 +13,7 @@
 
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 namespace {

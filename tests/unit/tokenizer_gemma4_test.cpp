@@ -17,7 +17,7 @@
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 namespace {

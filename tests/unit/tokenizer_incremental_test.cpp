@@ -13,7 +13,7 @@
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/text_pipeline.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve {
 namespace {

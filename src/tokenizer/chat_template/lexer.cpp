@@ -7,7 +7,7 @@
 
 #include "tokenizer/chat_template/py_string.h"
 #include "tokenizer/chat_template/value.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve::jinja {
 namespace {

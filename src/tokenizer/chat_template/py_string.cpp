@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace gemmaserve::jinja {
 

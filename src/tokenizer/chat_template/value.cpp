@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/python_text.h"
+#include "core/utf8.h"
 #include "tokenizer/chat_template/py_string.h"
-#include "tokenizer/utf8.h"
 
 namespace gemmaserve::jinja {
 
@@ -133,44 +134,6 @@ bool truthy(const Value& v) {
   return false;
 }
 
-std::string format_float(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto result = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-  std::string sci(buf, result.ptr);
-  // sci looks like "-1.2345e+02": split into sign, digits and exponent.
-  std::string sign;
-  size_t pos = 0;
-  if (sci[0] == '-') {
-    sign = "-";
-    pos = 1;
-  }
-  size_t e = sci.find('e');
-  std::string digits;
-  for (size_t i = pos; i < e; ++i) {
-    if (sci[i] != '.') digits += sci[i];
-  }
-  int exponent = std::stoi(sci.substr(e + 1));
-  int decpt = exponent + 1;  // value = 0.DIGITS * 10^decpt
-  if (decpt <= -4 || decpt > 16) {
-    std::string out = sign + digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char ebuf[16];
-    std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-    return out + ebuf;
-  }
-  std::string out;
-  if (decpt <= 0) {
-    out = "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
-  } else if (static_cast<size_t>(decpt) >= digits.size()) {
-    out = digits + std::string(decpt - digits.size(), '0') + ".0";
-  } else {
-    out = digits.substr(0, decpt) + "." + digits.substr(decpt);
-  }
-  return sign + out;
-}
-
 namespace {
 
 // str.isprintable() for the non-printable code points templates may meet (controls, separators,
@@ -261,7 +224,7 @@ std::string repr(const Value& v) {
     case Value::Kind::kInt:
       return std::to_string(v.as_int());
     case Value::Kind::kFloat:
-      return format_float(v.as_double());
+      return python_float_repr(v.as_double());
     case Value::Kind::kString:
       return repr_string(v.as_string());
     case Value::Kind::kList:
@@ -456,64 +419,6 @@ Value convert_json(const Json& j, int depth = 0) {
   throw TemplateError("unsupported JSON value");
 }
 
-void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
-  out += '"';
-  char buf[16];
-  for (size_t pos = 0; pos < s.size();) {
-    unsigned char byte = static_cast<unsigned char>(s[pos]);
-    if (byte < 0x80) {
-      ++pos;
-      switch (byte) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        default:
-          if (byte < 0x20 || (ensure_ascii && byte == 0x7F)) {
-            std::snprintf(buf, sizeof(buf), "\\u%04x", byte);
-            out += buf;
-          } else {
-            out += static_cast<char>(byte);
-          }
-      }
-      continue;
-    }
-    size_t n = utf8::char_length(s, pos);
-    if (!ensure_ascii) {
-      out.append(s, pos, n);
-    } else {
-      char32_t c = utf8::sequence_length(s, pos) ? utf8::decode_at(s, pos) : 0xFFFD;
-      if (c >= 0x10000) {
-        char32_t v = c - 0x10000;
-        std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),
-                      static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
-      } else {
-        std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-      }
-      out += buf;
-    }
-    pos += n;
-  }
-  out += '"';
-}
-
 void dump_json(std::string& out, const Value& v, const JsonOptions& o, int depth) {
   check_depth(depth);
   const std::string item_sep = o.separators ? o.separators->first : (o.indent ? "," : ", ");
@@ -540,12 +445,12 @@ void dump_json(std::string& out, const Value& v, const JsonOptions& o, int depth
       } else if (std::isinf(d)) {
         out += d > 0 ? "Infinity" : "-Infinity";
       } else {
-        out += format_float(d);
+        out += python_float_repr(d);
       }
       return;
     }
     case Value::Kind::kString:
-      json_string(out, v.as_string(), o.ensure_ascii);
+      out += python_json_quote(v.as_string(), o.ensure_ascii);
       return;
     case Value::Kind::kList: {
       const auto& items = v.items();
@@ -578,7 +483,7 @@ void dump_json(std::string& out, const Value& v, const JsonOptions& o, int depth
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += item_sep;
         newline(depth + 1);
-        json_string(out, items[i]->first, o.ensure_ascii);
+        out += python_json_quote(items[i]->first, o.ensure_ascii);
         out += key_sep;
         dump_json(out, items[i]->second, o, depth + 1);
       }

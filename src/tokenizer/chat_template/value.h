@@ -134,8 +134,6 @@ bool truthy(const Value& v);
 std::string to_str(const Value& v);
 // Python's repr(x).
 std::string repr(const Value& v);
-// repr(float) exactly as Python prints it ("1.0", "1e-05", "inf").
-std::string format_float(double d);
 // Python's type name ("int", "str", "dict", "NoneType", ...).
 std::string type_name(const Value& v);
 // Python ==.

@@ -1,4 +1,4 @@
-// UTF-8 helpers for the tokenizer: strict sequence decoding that tolerates invalid bytes.
+// UTF-8 helpers: strict sequence decoding that tolerates invalid bytes.
 #pragma once
 
 #include <cstddef>
