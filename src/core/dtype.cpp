@@ -18,8 +18,20 @@ size_t dtype_size(DType dtype) {
     case DType::kI8:
     case DType::kU8:
     case DType::kBool: return 1;
+    case DType::kQ8_0: return 34;
+    case DType::kQ4_0: return 18;
+    case DType::kQ4_K: return 144;
   }
   return 0;
+}
+
+int64_t dtype_block_elems(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: return 32;
+    case DType::kQ4_K: return 256;
+    default: return 1;
+  }
 }
 
 const char* dtype_name(DType dtype) {
@@ -34,6 +46,9 @@ const char* dtype_name(DType dtype) {
     case DType::kI8: return "I8";
     case DType::kU8: return "U8";
     case DType::kBool: return "BOOL";
+    case DType::kQ8_0: return "Q8_0";
+    case DType::kQ4_0: return "Q4_0";
+    case DType::kQ4_K: return "Q4_K";
   }
   return "?";
 }

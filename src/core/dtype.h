@@ -9,10 +9,24 @@
 
 namespace gemmaserve {
 
-enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+// kQ8_0, kQ4_0 and kQ4_K are block-quantized weight rows (never checkpoint element types):
+//   Q8_0: blocks of 32 = f16 scale + 32 x int8                               (34 bytes)
+//   Q4_0: blocks of 32 = f16 scale + 16 bytes of 4-bit values, offset 8      (18 bytes)
+//   Q4_K: blocks of 256 = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins for 8 sub-blocks
+//         of 32, 128 bytes of 4-bit values                                   (144 bytes)
+enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool, kQ8_0, kQ4_0, kQ4_K };
 
-// Size of one element in bytes.
+// Size of one element in bytes (of one block for the quantized types).
 size_t dtype_size(DType dtype);
+// Elements per block: 1 for element types, 32 or 256 for the quantized ones.
+int64_t dtype_block_elems(DType dtype);
+inline bool dtype_is_quantized(DType d) {
+  return d == DType::kQ8_0 || d == DType::kQ4_0 || d == DType::kQ4_K;
+}
+// Bytes of one row of `cols` elements; cols must be a multiple of dtype_block_elems.
+inline size_t dtype_row_bytes(DType dtype, int64_t cols) {
+  return static_cast<size_t>(cols / dtype_block_elems(dtype)) * dtype_size(dtype);
+}
 // Safetensors spelling: "F32", "BF16", ...
 const char* dtype_name(DType dtype);
 // Parses a safetensors dtype string; returns false for unknown names.

@@ -106,7 +106,7 @@ void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t row
   a.x = x;
   a.ldx = ldx;
   a.w = static_cast<const std::byte*>(w.data) +
-        static_cast<size_t>(row_begin * w.cols) * dtype_size(w.dtype);
+        static_cast<size_t>(row_begin) * dtype_row_bytes(w.dtype, w.cols);
   a.w_dtype = w.dtype;
   a.y = y;
   a.ldy = ldy;
@@ -172,7 +172,7 @@ void Gemma4Forward::embed() {
   const int64_t T = static_cast<int64_t>(ws_.tokens.size());
   ws_.x.resize(static_cast<size_t>(T * H));
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
-  const size_t row_bytes = static_cast<size_t>(H) * dtype_size(w_.embed_tokens.dtype);
+  const size_t row_bytes = dtype_row_bytes(w_.embed_tokens.dtype, H);
   for (int64_t t = 0; t < T; ++t) {
     float* xr = &ws_.x[static_cast<size_t>(t * H)];
     const auto* src = static_cast<const std::byte*>(w_.embed_tokens.data) +
@@ -193,7 +193,7 @@ void Gemma4Forward::embed() {
   const float token_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
   const float sum_scale = static_cast<float>(1.0 / std::sqrt(2.0));
   const size_t ple_row_bytes =
-      static_cast<size_t>(LP) * dtype_size(w_.embed_tokens_per_layer.dtype);
+      dtype_row_bytes(w_.embed_tokens_per_layer.dtype, LP);
   const float* norm_w = w_.per_layer_projection_norm.data();
   for_rows(T, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
