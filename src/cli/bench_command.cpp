@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cli/arg_parser.h"
+#include "cli/bench_serve_command.h"
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -170,6 +171,7 @@ int run_bench_command(const std::vector<std::string>& args) {
     return args.empty() ? 2 : 0;
   }
   const std::string mode = args[0];
+  if (mode == "serve") return run_bench_serve_command({args.begin() + 1, args.end()});
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode + "' (expected throughput or latency)");
   }

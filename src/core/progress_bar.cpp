@@ -6,10 +6,11 @@
 
 namespace gemmaserve {
 
-ProgressBar::ProgressBar(std::string label, size_t total, bool enabled)
+ProgressBar::ProgressBar(std::string label, size_t total, bool enabled, Unit unit)
     : label_(std::move(label)),
       total_(total),
       enabled_(enabled),
+      unit_(unit),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
@@ -39,9 +40,17 @@ void ProgressBar::draw(size_t done, bool final_line) {
   const int filled = static_cast<int>(frac * width);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
+  const bool tty = isatty(STDERR_FILENO);
+  if (unit_ == Unit::kItems) {
+    std::fprintf(stderr, "%s%s [%s] %5.1f%% %zu/%zu %.2f it/s %.1fs%s", tty ? "\r" : "",
+                 label_.c_str(), bar.c_str(), frac * 100.0, done, total_,
+                 secs > 0 ? static_cast<double>(done) / secs : 0.0, secs,
+                 (final_line || !tty) ? "\n" : "");
+    std::fflush(stderr);
+    return;
+  }
   const double mb = static_cast<double>(done) / (1 << 20);
   const double total_mb = static_cast<double>(total_) / (1 << 20);
-  const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "%s%s [%s] %5.1f%% %.0f/%.0f MiB %.0f MiB/s %.1fs%s", tty ? "\r" : "",
                label_.c_str(), bar.c_str(), frac * 100.0, mb, total_mb,
                secs > 0 ? mb / secs : 0.0, secs, (final_line || !tty) ? "\n" : "");

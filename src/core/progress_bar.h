@@ -9,8 +9,9 @@ namespace gemmaserve {
 
 class ProgressBar {
  public:
-  // `total` in bytes; nothing is drawn when disabled.
-  ProgressBar(std::string label, size_t total, bool enabled = true);
+  enum class Unit { kBytes, kItems };
+  // `total` in `unit`s (bytes show as MiB); nothing is drawn when disabled.
+  ProgressBar(std::string label, size_t total, bool enabled = true, Unit unit = Unit::kBytes);
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
@@ -23,6 +24,7 @@ class ProgressBar {
   std::string label_;
   size_t total_;
   bool enabled_;
+  Unit unit_;
   bool finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
