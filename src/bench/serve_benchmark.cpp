@@ -202,7 +202,8 @@ ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkConfig& config,
       std::lock_guard lock(mutex);
       run.queue_times[i] = std::max(0.0, out.start_time - arrived[i]);
       run.outputs[i] = std::move(out);
-      bar.update(++finished);
+      // The last one is drawn by finish(), which would otherwise repeat the full bar.
+      if (++finished < n) bar.update(finished);
     }
   };
   {
