@@ -177,6 +177,24 @@ std::optional<bench::TokenCounter> remote_token_counter(const bench::ServerUrl& 
   return count;
 }
 
+// vLLM checks the first random prompt against the server's /tokenize: a different tokenizer
+// would make every prompt's length wrong.
+void warn_on_tokenizer_mismatch(const ServeBenchmarkConfig& config,
+                                const bench::HttpHeaders& headers,
+                                const bench::SampleRequest& first) {
+  const std::optional<bench::TokenCounter> remote =
+      remote_token_counter(config.server, headers, config.model);
+  if (!remote || bench::is_chat_backend(config.backend)) return;
+  const int server_count = (*remote)(first.prompt, true);
+  if (server_count != first.prompt_len) {
+    std::cout << "WARNING: tokenizer mismatch (server=" << server_count
+              << ", expected=" << first.prompt_len
+              << "): --tokenizer does not match the served model; input token totals come "
+                 "from the server's usage."
+              << std::endl;
+  }
+}
+
 std::string local_date_time() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -369,6 +387,7 @@ int run_bench_serve_command(const std::vector<std::string>& args) {
                          : bench::sample_random_text_requests(o, counter ? &*counter : nullptr);
     // vLLM ignores EOS on random prompts so every request runs to its output length.
     config.ignore_eos = true;
+    if (tokenizer) warn_on_tokenizer_mismatch(config, control_headers, requests.front());
   } else if (dataset == "sharegpt") {
     const std::optional<std::string> path = p.get("--dataset-path");
     if (!path) throw InputError("--dataset-name sharegpt needs --dataset-path FILE");
