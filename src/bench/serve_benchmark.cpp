@@ -269,6 +269,11 @@ std::string format_report(const ServeBenchmarkConfig& config, const ServeBenchma
       s.push_back('\n');
     }
   }
+  if (!run.outputs.empty() && failed.size() == run.outputs.size()) {
+    s.append(
+        "WARNING: All requests failed. This is likely due to a misconfiguration on the "
+        "benchmark arguments.\n");
+  }
   if (!run.output_token_source.empty() && run.output_token_source.rfind("server usage", 0) != 0) {
     s.append("Output tokens counted by: ").append(run.output_token_source).append("\n");
   }

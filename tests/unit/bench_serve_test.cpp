@@ -699,6 +699,7 @@ TEST(ServeBenchmarkRun, ConnectionRefusedIsAFailedRequest) {
   EXPECT_EQ(run.metrics.failed, 1);
   EXPECT_NE(run.outputs[0].error.find("connection error"), std::string::npos)
       << run.outputs[0].error;
+  EXPECT_NE(format_report(c, run).find("WARNING: All requests failed."), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
