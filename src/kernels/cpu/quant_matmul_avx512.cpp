@@ -1,0 +1,231 @@
+// AVX-512 VNNI path of the quantized matmul: vpdpbusd on 64-byte pairs of blocks, register
+// tiles of RX activation rows x RW weight rows so each weight load serves RX rows (prefill,
+// batched decode). Follows the canonical order of quant_matmul_internal.h exactly.
+#include <cstring>
+
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_matmul_internal.h"
+
+#if defined(__x86_64__)
+// GCC 12 reports its own _mm512_undefined_* placeholders (inside insert intrinsics) as
+// maybe-uninitialized: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#define GS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+
+namespace gemmaserve::cpu::quant_detail {
+namespace {
+
+GS_AVX512 inline float f16_value(const std::byte* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+// Lanes 0-7 = lo, 8-15 = hi.
+GS_AVX512 inline __m512 pair_ps(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+}
+
+GS_AVX512 inline __m512i pair_si(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+GS_AVX512 inline float reduce8_ps(__m256 v) {
+  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
+  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_shuffle_ps(r2, r2, 1)));
+}
+
+GS_AVX512 inline float reduce16_ps(__m512 v) {
+  return reduce8_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+// 32 nibbles of a Q4_0 block in element order (low nibbles first).
+GS_AVX512 inline __m256i q4_0_nibbles(const std::byte* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Q8_0 and Q4_0: one tile of RX x rows (from t0) by RW w rows (from n0).
+template <DType kType, int RX, int RW>
+GS_AVX512 void tile_32(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t n0) {
+  constexpr size_t kBlockBytes = kType == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+  const int64_t nb = a.blocks();
+  const size_t row_bytes = static_cast<size_t>(nb) * kBlockBytes;
+  const auto* w0 = static_cast<const std::byte*>(args.w) + static_cast<size_t>(n0) * row_bytes;
+  __m512 acc[RX][RW];
+  for (int x = 0; x < RX; ++x)
+    for (int r = 0; r < RW; ++r) acc[x][r] = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool full = b + 1 < nb;
+    __m512i wv[RW];
+    __mmask64 neg[RW];
+    __m512 dw[RW];
+    for (int r = 0; r < RW; ++r) {
+      const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
+      const std::byte* nxt = blk + kBlockBytes;
+      if constexpr (kType == DType::kQ8_0) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        const __m256i hi = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
+                                : _mm256_setzero_si256();
+        const __m512i v = pair_si(lo, hi);
+        neg[r] = _mm512_movepi8_mask(v);
+        wv[r] = _mm512_abs_epi8(v);
+      } else {
+        wv[r] =
+            pair_si(q4_0_nibbles(blk + 2), full ? q4_0_nibbles(nxt + 2) : _mm256_setzero_si256());
+        neg[r] = 0;
+      }
+      dw[r] = pair_ps(f16_value(blk), full ? f16_value(nxt) : 0.0f);
+    }
+    for (int x = 0; x < RX; ++x) {
+      const int64_t t = t0 + x;
+      const int8_t* xq = a.q + t * a.k + b * 32;
+      const float* dxp = a.d + t * nb + b;
+      const __m512i xv =
+          full ? _mm512_loadu_si512(xq)
+               : _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+      const __m512i xfull = full ? xv : _mm512_inserti64x4(xv, _mm256_setzero_si256(), 1);
+      const __m512 dx = pair_ps(dxp[0], full ? dxp[1] : 0.0f);
+      __m512i init = zero;
+      if constexpr (kType == DType::kQ4_0) {
+        const int32_t* off = a.off + (t * nb + b) * 8;
+        init = full ? _mm512_loadu_si512(off)
+                    : _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(
+                                             reinterpret_cast<const __m256i*>(off))),
+                                         _mm256_setzero_si256(), 1);
+      }
+      for (int r = 0; r < RW; ++r) {
+        __m512i xs = xfull;
+        if constexpr (kType == DType::kQ8_0) xs = _mm512_mask_sub_epi8(xfull, neg[r], zero, xfull);
+        const __m512i p = _mm512_dpbusd_epi32(init, wv[r], xs);
+        acc[x][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(p), acc[x][r]);
+      }
+    }
+  }
+  for (int x = 0; x < RX; ++x)
+    for (int r = 0; r < RW; ++r)
+      args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] = reduce16_ps(acc[x][r]);
+}
+
+template <int RX, int RW>
+GS_AVX512 void tile_q4_k(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t n0) {
+  const int64_t nb = a.blocks(), nsb = nb / 8;
+  const size_t row_bytes = static_cast<size_t>(nsb) * kQ4KBlockBytes;
+  const auto* w0 = static_cast<const std::byte*>(args.w) + static_cast<size_t>(n0) * row_bytes;
+  __m512 acc[RX][RW];
+  __m256 macc[RX][RW];
+  for (int x = 0; x < RX; ++x) {
+    for (int r = 0; r < RW; ++r) {
+      acc[x][r] = _mm512_setzero_ps();
+      macc[x][r] = _mm256_setzero_ps();
+    }
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    float dsc[RW][8];
+    __m256 dm[RW];
+    for (int r = 0; r < RW; ++r) {
+      const std::byte* blk = w0 + r * row_bytes + sb * kQ4KBlockBytes;
+      const float d = f16_value(blk), dmin = f16_value(blk + 2);
+      alignas(32) float mf[8];
+      for (int s = 0; s < 8; ++s) {
+        uint8_t sc, m;
+        q4k_scale_min(reinterpret_cast<const uint8_t*>(blk + 4), s, &sc, &m);
+        dsc[r][s] = d * static_cast<float>(sc);
+        mf[s] = static_cast<float>(m);
+      }
+      dm[r] = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_load_ps(mf));
+    }
+    for (int c = 0; c < 4; ++c) {
+      __m512i wv[RW];
+      __m512 ws[RW];
+      for (int r = 0; r < RW; ++r) {
+        const std::byte* qs = w0 + r * row_bytes + sb * kQ4KBlockBytes + 16 + 32 * c;
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+        wv[r] =
+            pair_si(_mm256_and_si256(raw, low4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+        ws[r] = pair_ps(dsc[r][2 * c], dsc[r][2 * c + 1]);
+      }
+      for (int x = 0; x < RX; ++x) {
+        const int64_t t = t0 + x;
+        const int64_t b = sb * 8 + 2 * c;
+        const __m512i xv = _mm512_loadu_si512(a.q + t * a.k + b * 32);
+        const float* dxp = a.d + t * nb + b;
+        const __m512 dx = pair_ps(dxp[0], dxp[1]);
+        for (int r = 0; r < RW; ++r) {
+          const __m512i p = _mm512_dpbusd_epi32(zero, wv[r], xv);
+          acc[x][r] = _mm512_fmadd_ps(_mm512_mul_ps(ws[r], dx), _mm512_cvtepi32_ps(p), acc[x][r]);
+        }
+      }
+    }
+    for (int x = 0; x < RX; ++x) {
+      const __m256 xs = _mm256_loadu_ps(a.xs + (t0 + x) * nb + sb * 8);
+      for (int r = 0; r < RW; ++r) macc[x][r] = _mm256_fmadd_ps(dm[r], xs, macc[x][r]);
+    }
+  }
+  for (int x = 0; x < RX; ++x)
+    for (int r = 0; r < RW; ++r)
+      args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] =
+          reduce16_ps(acc[x][r]) - reduce8_ps(macc[x][r]);
+}
+
+template <int RX, int RW>
+GS_AVX512 void run_tile(DType dtype, const MatmulArgs& args, const QuantActs& a, int64_t t0,
+                        int64_t n0) {
+  if (dtype == DType::kQ8_0) {
+    tile_32<DType::kQ8_0, RX, RW>(args, a, t0, n0);
+  } else if (dtype == DType::kQ4_0) {
+    tile_32<DType::kQ4_0, RX, RW>(args, a, t0, n0);
+  } else {
+    tile_q4_k<RX, RW>(args, a, t0, n0);
+  }
+}
+
+// W rows in tiles of 4 (each tile streamed once per 4 X rows), X rows in tiles of 4.
+template <DType kType>
+GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin, int64_t n_end) {
+  constexpr int kRx = kType == DType::kQ4_K ? 2 : 4;
+  int64_t n = n_begin;
+  for (; n + 4 <= n_end; n += 4) {
+    int64_t t = 0;
+    for (; t + kRx <= args.t; t += kRx) run_tile<kRx, 4>(kType, args, a, t, n);
+    for (; t < args.t; ++t) run_tile<1, 4>(kType, args, a, t, n);
+  }
+  for (; n < n_end; ++n) {
+    int64_t t = 0;
+    for (; t + kRx <= args.t; t += kRx) run_tile<kRx, 1>(kType, args, a, t, n);
+    for (; t < args.t; ++t) run_tile<1, 1>(kType, args, a, t, n);
+  }
+}
+
+}  // namespace
+
+RangeKernel avx512_kernel(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return range<DType::kQ8_0>;
+    case DType::kQ4_0:
+      return range<DType::kQ4_0>;
+    case DType::kQ4_K:
+      return range<DType::kQ4_K>;
+    default:
+      return portable_kernel(dtype);
+  }
+}
+
+}  // namespace gemmaserve::cpu::quant_detail
+
+#else
+
+namespace gemmaserve::cpu::quant_detail {
+RangeKernel avx512_kernel(DType dtype) { return portable_kernel(dtype); }
+}  // namespace gemmaserve::cpu::quant_detail
+
+#endif
