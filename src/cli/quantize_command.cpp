@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "cli/arg_parser.h"
 #include "cli/make_test_model_command.h"
@@ -63,15 +64,16 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
       break;
     }
   }
-  const int64_t block = dtype_block_elems(type);
   std::vector<TensorSpec> specs;
   std::vector<const TensorView*> views;
-  std::vector<bool> quantized;
+  std::vector<std::optional<DType>> quantized;
   std::map<std::string, DType> tensors;
   int kept_float = 0;
   for (const auto& [name, v] : ckpt.all()) {
     const bool text = name.rfind(prefix, 0) == 0 || name == "lm_head.weight";
     const std::string key = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+    const DType tensor_type = tensor_quant_type(type, key);
+    const int64_t block = dtype_block_elems(tensor_type);
     bool quantize =
         text && v->shape.size() >= 2 && is_float(v->dtype) && is_quantizable_tensor(key);
     if (quantize && v->shape.back() % block != 0) {
@@ -83,17 +85,17 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
     TensorSpec spec{name, v->dtype, v->shape};
     if (quantize) {
       spec.dtype = DType::kU8;
-      spec.shape.back() = static_cast<int64_t>(dtype_row_bytes(type, v->shape.back()));
-      tensors[name] = type;
+      spec.shape.back() = static_cast<int64_t>(dtype_row_bytes(tensor_type, v->shape.back()));
+      tensors[name] = tensor_type;
     }
     specs.push_back(spec);
     views.push_back(v);
-    quantized.push_back(quantize);
+    quantized.push_back(quantize ? std::optional<DType>(tensor_type) : std::nullopt);
   }
   if (tensors.empty()) {
     throw InputError(in.string() + ": no weight matrix has rows that are a multiple of " +
-                     std::to_string(block) + " elements; nothing to quantize to " +
-                     cpu::quantization_type_name(type));
+                     std::to_string(dtype_block_elems(type)) +
+                     " elements; nothing to quantize to " + cpu::quantization_type_name(type));
   }
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"gemmaserve_quantization", cpu::quantization_type_name(type)}};
@@ -124,7 +126,7 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
         }
         const int64_t cols = v.shape.back();
         const size_t src_row = dtype_row_bytes(v.dtype, cols);
-        fill_quantized_bytes(type, cols, first, count, dst, [&](int64_t r, float* values) {
+        fill_quantized_bytes(*quantized[t], cols, first, count, dst, [&](int64_t r, float* values) {
           cpu::to_f32(v.dtype, v.data + static_cast<size_t>(r) * src_row, values,
                       static_cast<size_t>(cols));
         });

@@ -99,6 +99,39 @@ TEST(QuantizeCli, LoadTimeQuantizationGenerates) {
   }
 }
 
+TEST(QuantizeCli, MakeTestModelWritesQuantizedWeightsDirectly) {
+  testing::TempDir tmp;
+  const fs::path q = tmp.path() / "q4", f = tmp.path() / "f32";
+  auto r = run_command(cli() + " make-test-model --preset tiny --dtype q4_0 --seed 5 --out " +
+                       q.string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run_command(cli() + " make-test-model --preset tiny --dtype f32 --seed 5 --out " +
+                  f.string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const ModelWeights direct = load_model_weights(q);
+  ASSERT_TRUE(direct.quantization);
+  EXPECT_EQ(*direct.quantization, DType::kQ4_0);
+  EXPECT_EQ(direct.embed_tokens.dtype, DType::kQ8_0);  // the tied LM head keeps 8 bits
+  EXPECT_EQ(direct.layers[0].q_proj.dtype, DType::kQ4_0);
+  WeightLoadOptions opts;
+  opts.quantization = DType::kQ4_0;
+  const ModelWeights at_load = load_model_weights(f, nullptr, opts);
+  for (auto pair :
+       {std::make_pair(&direct.embed_tokens, &at_load.embed_tokens),
+        std::make_pair(&direct.layers[1].experts_gate_up, &at_load.layers[1].experts_gate_up),
+        std::make_pair(&direct.layers[2].o_proj, &at_load.layers[2].o_proj)}) {
+    ASSERT_EQ(pair.first->dtype, pair.second->dtype) << pair.first->name;
+    ASSERT_EQ(matrix_bytes(*pair.first), matrix_bytes(*pair.second));
+    EXPECT_EQ(std::memcmp(pair.first->data, pair.second->data, matrix_bytes(*pair.first)), 0)
+        << pair.first->name;
+  }
+  r = run_command(cli() + " generate " + q.string() +
+                  " --prompt-ids 2,3,4 --max-tokens 3 --max-model-len 256 --kv-cache-memory 64M"
+                  " 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(r.out.empty());
+}
+
 TEST(QuantizeCli, Errors) {
   testing::TempDir tmp;
   const std::string in = golden_model("dense").string();
@@ -107,11 +140,21 @@ TEST(QuantizeCli, Errors) {
   EXPECT_NE(r.out.find("--type: unknown quantization type 'q5_k'"), std::string::npos) << r.out;
   r = run_err("quantize " + in + " " + (tmp.path() / "x").string());
   EXPECT_EQ(r.exit_code, 2);
-  // Hidden size 64, MLP 128: no row of keqv is a whole number of 256-element Q4_K blocks.
-  r = run_err("quantize " + golden_model("keqv").string() + " " + (tmp.path() / "x").string() +
-              " --type q4_k");
+  // Hidden size 64, MLP 128: keqv's projections are not whole 256-element Q4_K blocks and stay
+  // float (logged); only the tied embedding (Q8_0 under 4-bit types) is quantized.
+  const fs::path k4 = tmp.path() / "k4";
+  r = run_err("quantize " + golden_model("keqv").string() + " " + k4.string() + " --type q4_k");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("row length 64 is not a multiple of 256; kept as BF16"), std::string::npos)
+      << r.out;
+  const ModelWeights w = load_model_weights(k4);
+  EXPECT_EQ(*w.quantization, DType::kQ4_K);
+  EXPECT_EQ(w.embed_tokens.dtype, DType::kQ8_0);
+  EXPECT_EQ(w.layers[0].q_proj.dtype, DType::kBF16);
+  // Not a checkpoint.
+  r = run_err("quantize " + tmp.path().string() + " " + (tmp.path() / "y").string() +
+              " --type q8_0");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.out.find("not a multiple of 256"), std::string::npos) << r.out;
   r = run_err("generate " + in + " --prompt-ids 2 --quantization int8");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--quantization: unknown quantization type 'int8'"), std::string::npos)
