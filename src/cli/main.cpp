@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
          if (!args.empty() && args[0] == "quality") {
            return gemmaserve::run_quality_command({args.begin() + 1, args.end()});
          }
+         if (!args.empty() && args[0] == "quant-kernel") {
+           return gemmaserve::run_quant_kernel_bench_command({args.begin() + 1, args.end()});
+         }
          return gemmaserve::run_bench_command(args);
        }},
       {"tokenize", gemmaserve::run_tokenize_command},

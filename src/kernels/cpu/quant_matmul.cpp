@@ -28,6 +28,14 @@ ActScratch& thread_scratch() {
   return scratch;
 }
 
+// Round-to-nearest-even for |v| < 2^22 without a libm call (nearbyint is one at baseline ISA);
+// larger values are clamped by the caller anyway.
+inline float round_even(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const float big = std::fabs(v) < 4194304.0f ? v : std::copysign(4194304.0f, v);
+  return (big + kMagic) - kMagic;
+}
+
 // Symmetric int8 per block of 32: d = max|x| / 127, q = round-to-nearest-even(x / d).
 void quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, float* xs) {
   for (int64_t b = 0; b < k / 32; ++b) {
@@ -39,7 +47,7 @@ void quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* o
     int8_t* qb = q + b * 32;
     int32_t total = 0;
     for (int i = 0; i < 32; ++i) {
-      qb[i] = static_cast<int8_t>(std::clamp(std::nearbyint(xb[i] * inv), -127.0f, 127.0f));
+      qb[i] = static_cast<int8_t>(std::clamp(round_even(xb[i] * inv), -127.0f, 127.0f));
       total += qb[i];
     }
     d[b] = scale;

@@ -50,6 +50,70 @@ GS_AVX512 inline __m256i q4_0_nibbles(const std::byte* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// [d(a) x 8, d(b) x 8] from two f16 scales: one conversion and one permute.
+GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
+  uint16_t ha, hb;
+  std::memcpy(&ha, a, 2);
+  std::memcpy(&hb, b, 2);
+  const __m128 both = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(ha), hb, 1));
+  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(both));
+}
+
+// One pair of blocks (b, b + 1) of a Q8_0 / Q4_0 tile; kFull = false: block b + 1 is absent
+// and contributes fma(0, 0, acc) as in the canonical order.
+template <DType kType, int RX, int RW, bool kFull>
+GS_AVX512 inline __attribute__((always_inline)) void step_32(const std::byte* w0, size_t row_bytes,
+                                                             const QuantActs& a, int64_t t0,
+                                                             int64_t b, __m512 (&acc)[RX][RW]) {
+  constexpr size_t kBlockBytes = kType == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+  const int64_t nb = a.blocks();
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i wv[RW];
+  __mmask64 neg[RW];
+  __m512 dw[RW];
+  for (int r = 0; r < RW; ++r) {
+    const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
+    const std::byte* nxt = blk + kBlockBytes;
+    if constexpr (kType == DType::kQ8_0) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const __m256i hi = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
+                               : _mm256_setzero_si256();
+      const __m512i v = pair_si(lo, hi);
+      neg[r] = _mm512_movepi8_mask(v);
+      wv[r] = _mm512_abs_epi8(v);
+    } else {
+      wv[r] =
+          pair_si(q4_0_nibbles(blk + 2), kFull ? q4_0_nibbles(nxt + 2) : _mm256_setzero_si256());
+      neg[r] = 0;
+    }
+    dw[r] = kFull ? pair_f16(blk, nxt) : pair_ps(f16_value(blk), 0.0f);
+  }
+  for (int x = 0; x < RX; ++x) {
+    const int64_t t = t0 + x;
+    const int8_t* xq = a.q + t * a.k + b * 32;
+    const float* dxp = a.d + t * nb + b;
+    const __m512i xv = kFull ? _mm512_loadu_si512(xq)
+                             : pair_si(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)),
+                                       _mm256_setzero_si256());
+    const __m512 dx = kFull ? _mm512_insertf32x8(_mm512_set1_ps(dxp[0]), _mm256_set1_ps(dxp[1]), 1)
+                            : pair_ps(dxp[0], 0.0f);
+    __m512i init = zero;
+    if constexpr (kType == DType::kQ4_0) {
+      const int32_t* off = a.off + (t * nb + b) * 8;
+      init = kFull ? _mm512_loadu_si512(off)
+                   : pair_si(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off)),
+                             _mm256_setzero_si256());
+    }
+    for (int r = 0; r < RW; ++r) {
+      __m512i xs = xv;
+      if constexpr (kType == DType::kQ8_0) xs = _mm512_mask_sub_epi8(xv, neg[r], zero, xv);
+      const __m512i p = _mm512_dpbusd_epi32(init, wv[r], xs);
+      acc[x][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(p), acc[x][r]);
+    }
+  }
+}
+
 // Q8_0 and Q4_0: one tile of RX x rows (from t0) by RW w rows (from n0).
 template <DType kType, int RX, int RW>
 GS_AVX512 void tile_32(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t n0) {
@@ -60,54 +124,9 @@ GS_AVX512 void tile_32(const MatmulArgs& args, const QuantActs& a, int64_t t0, i
   __m512 acc[RX][RW];
   for (int x = 0; x < RX; ++x)
     for (int r = 0; r < RW; ++r) acc[x][r] = _mm512_setzero_ps();
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool full = b + 1 < nb;
-    __m512i wv[RW];
-    __mmask64 neg[RW];
-    __m512 dw[RW];
-    for (int r = 0; r < RW; ++r) {
-      const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
-      const std::byte* nxt = blk + kBlockBytes;
-      if constexpr (kType == DType::kQ8_0) {
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        const __m256i hi = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
-                                : _mm256_setzero_si256();
-        const __m512i v = pair_si(lo, hi);
-        neg[r] = _mm512_movepi8_mask(v);
-        wv[r] = _mm512_abs_epi8(v);
-      } else {
-        wv[r] =
-            pair_si(q4_0_nibbles(blk + 2), full ? q4_0_nibbles(nxt + 2) : _mm256_setzero_si256());
-        neg[r] = 0;
-      }
-      dw[r] = pair_ps(f16_value(blk), full ? f16_value(nxt) : 0.0f);
-    }
-    for (int x = 0; x < RX; ++x) {
-      const int64_t t = t0 + x;
-      const int8_t* xq = a.q + t * a.k + b * 32;
-      const float* dxp = a.d + t * nb + b;
-      const __m512i xv =
-          full ? _mm512_loadu_si512(xq)
-               : _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
-      const __m512i xfull = full ? xv : _mm512_inserti64x4(xv, _mm256_setzero_si256(), 1);
-      const __m512 dx = pair_ps(dxp[0], full ? dxp[1] : 0.0f);
-      __m512i init = zero;
-      if constexpr (kType == DType::kQ4_0) {
-        const int32_t* off = a.off + (t * nb + b) * 8;
-        init = full ? _mm512_loadu_si512(off)
-                    : _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(
-                                             reinterpret_cast<const __m256i*>(off))),
-                                         _mm256_setzero_si256(), 1);
-      }
-      for (int r = 0; r < RW; ++r) {
-        __m512i xs = xfull;
-        if constexpr (kType == DType::kQ8_0) xs = _mm512_mask_sub_epi8(xfull, neg[r], zero, xfull);
-        const __m512i p = _mm512_dpbusd_epi32(init, wv[r], xs);
-        acc[x][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(p), acc[x][r]);
-      }
-    }
-  }
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) step_32<kType, RX, RW, true>(w0, row_bytes, a, t0, b, acc);
+  if (b < nb) step_32<kType, RX, RW, false>(w0, row_bytes, a, t0, b, acc);
   for (int x = 0; x < RX; ++x)
     for (int r = 0; r < RW; ++r)
       args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] = reduce16_ps(acc[x][r]);
