@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/gemma4_model.h"
+#include "model/kv_cache.h"
 #include "model/quantize_quality.h"
 #include "model/test_model_presets.h"
 #include "model/weights.h"
@@ -91,6 +93,41 @@ TEST(QuantQuality, WideRandomModel) {
     print("wide-256", type, r);
     EXPECT_GE(r.confident_agreement(), threshold(type)) << dtype_name(type);
     EXPECT_GT(r.confident_positions, 0);
+  }
+}
+
+// A sequence's logits are bitwise the same alone and in a ragged batch with others (the
+// quantized matmul's canonical order), for every type.
+TEST(QuantQuality, BatchInvariantForward) {
+  testing::TempDir tmp;
+  const fs::path dir = write_wide_model(tmp.path());
+  auto pool = std::make_shared<ThreadPool>(2);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    WeightLoadOptions opts;
+    opts.quantization = type;
+    Gemma4Model model(load_model_weights(dir, nullptr, opts), pool);
+    const auto prompts = random_prompts(model.vocab_size(), 3, 40, 11);
+    constexpr int kBlock = 16, kPerSeq = 4;
+    auto run = [&](const std::vector<size_t>& which) {
+      KvCache cache(model.text_config(), {kPerSeq * 3, kPerSeq * 3}, kBlock);
+      std::vector<std::vector<int32_t>> tables(which.size());
+      std::vector<SequenceInput> batch(which.size());
+      for (size_t i = 0; i < which.size(); ++i) {
+        for (int b = 0; b < kPerSeq; ++b)
+          tables[i].push_back(static_cast<int32_t>(i * kPerSeq + b));
+        batch[i].tokens = prompts[which[i]];
+        for (auto& t : batch[i].block_tables) t = tables[i];
+        batch[i].logits = LogitsWanted::kAll;
+      }
+      ForwardOutput out;
+      model.forward(batch, cache, &out);
+      return out.logits;
+    };
+    const std::vector<float> alone = run({1});
+    const std::vector<float> together = run({0, 1, 2});
+    const size_t row = static_cast<size_t>(model.vocab_size()) * prompts[1].size();
+    ASSERT_EQ(std::memcmp(alone.data(), together.data() + row, row * sizeof(float)), 0)
+        << dtype_name(type);
   }
 }
 

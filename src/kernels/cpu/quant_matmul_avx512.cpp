@@ -132,37 +132,45 @@ GS_AVX512 void tile_32(const MatmulArgs& args, const QuantActs& a, int64_t t0, i
       args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] = reduce16_ps(acc[x][r]);
 }
 
+// The 8 six-bit scales (or mins) of a Q4_K block as floats, times `mult`: word arithmetic on
+// the 12 packed bytes (same values as q4k_scale_min).
+GS_AVX512 inline void q4k_scales_mins(const std::byte* packed, float d, float dmin, __m256* dsc,
+                                      __m256* dm) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m128i sc = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+  const __m128i m = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+  if (dsc) *dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+  if (dm) *dm = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m)));
+}
+
+// Q4_K tile. The min term goes in a second pass over the block headers, so the main loop keeps
+// only the RX x RW scale accumulators in registers.
 template <int RX, int RW>
 GS_AVX512 void tile_q4_k(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t n0) {
   const int64_t nb = a.blocks(), nsb = nb / 8;
   const size_t row_bytes = static_cast<size_t>(nsb) * kQ4KBlockBytes;
   const auto* w0 = static_cast<const std::byte*>(args.w) + static_cast<size_t>(n0) * row_bytes;
   __m512 acc[RX][RW];
-  __m256 macc[RX][RW];
-  for (int x = 0; x < RX; ++x) {
-    for (int r = 0; r < RW; ++r) {
-      acc[x][r] = _mm512_setzero_ps();
-      macc[x][r] = _mm256_setzero_ps();
-    }
-  }
+  for (int x = 0; x < RX; ++x)
+    for (int r = 0; r < RW; ++r) acc[x][r] = _mm512_setzero_ps();
   const __m512i zero = _mm512_setzero_si512();
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    float dsc[RW][8];
-    __m256 dm[RW];
+    __m512 dsc[RW];
     for (int r = 0; r < RW; ++r) {
       const std::byte* blk = w0 + r * row_bytes + sb * kQ4KBlockBytes;
-      const float d = f16_value(blk), dmin = f16_value(blk + 2);
-      alignas(32) float mf[8];
-      for (int s = 0; s < 8; ++s) {
-        uint8_t sc, m;
-        q4k_scale_min(reinterpret_cast<const uint8_t*>(blk + 4), s, &sc, &m);
-        dsc[r][s] = d * static_cast<float>(sc);
-        mf[s] = static_cast<float>(m);
-      }
-      dm[r] = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_load_ps(mf));
+      __m256 v;
+      q4k_scales_mins(blk + 4, f16_value(blk), 0.0f, &v, nullptr);
+      dsc[r] = _mm512_castps256_ps512(v);
     }
     for (int c = 0; c < 4; ++c) {
+      const __m512i idx = _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
+                                           2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c,
+                                           2 * c, 2 * c, 2 * c, 2 * c, 2 * c);
       __m512i wv[RW];
       __m512 ws[RW];
       for (int r = 0; r < RW; ++r) {
@@ -170,29 +178,38 @@ GS_AVX512 void tile_q4_k(const MatmulArgs& args, const QuantActs& a, int64_t t0,
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
         wv[r] =
             pair_si(_mm256_and_si256(raw, low4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
-        ws[r] = pair_ps(dsc[r][2 * c], dsc[r][2 * c + 1]);
+        ws[r] = _mm512_permutexvar_ps(idx, dsc[r]);
       }
       for (int x = 0; x < RX; ++x) {
         const int64_t t = t0 + x;
         const int64_t b = sb * 8 + 2 * c;
         const __m512i xv = _mm512_loadu_si512(a.q + t * a.k + b * 32);
         const float* dxp = a.d + t * nb + b;
-        const __m512 dx = pair_ps(dxp[0], dxp[1]);
+        const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(dxp[0]), _mm256_set1_ps(dxp[1]), 1);
         for (int r = 0; r < RW; ++r) {
           const __m512i p = _mm512_dpbusd_epi32(zero, wv[r], xv);
           acc[x][r] = _mm512_fmadd_ps(_mm512_mul_ps(ws[r], dx), _mm512_cvtepi32_ps(p), acc[x][r]);
         }
       }
     }
+  }
+  for (int r = 0; r < RW; ++r) {
+    __m256 macc[RX];
+    for (int x = 0; x < RX; ++x) macc[x] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const std::byte* blk = w0 + r * row_bytes + sb * kQ4KBlockBytes;
+      __m256 dm;
+      q4k_scales_mins(blk + 4, 0.0f, f16_value(blk + 2), nullptr, &dm);
+      for (int x = 0; x < RX; ++x) {
+        const __m256 xs = _mm256_loadu_ps(a.xs + (t0 + x) * nb + sb * 8);
+        macc[x] = _mm256_fmadd_ps(dm, xs, macc[x]);
+      }
+    }
     for (int x = 0; x < RX; ++x) {
-      const __m256 xs = _mm256_loadu_ps(a.xs + (t0 + x) * nb + sb * 8);
-      for (int r = 0; r < RW; ++r) macc[x][r] = _mm256_fmadd_ps(dm[r], xs, macc[x][r]);
+      args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] =
+          reduce16_ps(acc[x][r]) - reduce8_ps(macc[x]);
     }
   }
-  for (int x = 0; x < RX; ++x)
-    for (int r = 0; r < RW; ++r)
-      args.y[static_cast<size_t>(t0 + x) * args.ldy + n0 + r] =
-          reduce16_ps(acc[x][r]) - reduce8_ps(macc[x][r]);
 }
 
 template <int RX, int RW>
@@ -210,7 +227,7 @@ GS_AVX512 void run_tile(DType dtype, const MatmulArgs& args, const QuantActs& a,
 // W rows in tiles of 4 (each tile streamed once per 4 X rows), X rows in tiles of 4.
 template <DType kType>
 GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int kRx = kType == DType::kQ4_K ? 2 : 4;
+  constexpr int kRx = 4;
   int64_t n = n_begin;
   for (; n + 4 <= n_end; n += 4) {
     int64_t t = 0;
