@@ -118,8 +118,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     load_options.pool = pool_.get();
     load_options.quantize_progress = [&](size_t done, size_t total) {
       if (!quant_bar) {
-        quant_bar = std::make_unique<ProgressBar>("quantizing to " + args_.quantization, total,
-                                                  args_.show_progress && total >= kProgressMinBytes);
+        quant_bar =
+            std::make_unique<ProgressBar>("quantizing to " + args_.quantization, total,
+                                          args_.show_progress && total >= kProgressMinBytes);
       }
       quant_bar->update(done);
     };
