@@ -60,6 +60,9 @@ GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(both));
 }
 
+// Weight bytes fetched ahead of use (each W row is its own stream).
+constexpr int kPrefetchBytes = 1024;
+
 // One pair of blocks (b, b + 1) of a Q8_0 / Q4_0 tile; kFull = false: block b + 1 is absent
 // and contributes fma(0, 0, acc) as in the canonical order.
 template <DType kType, int RX, int RW, bool kFull>
@@ -75,6 +78,8 @@ GS_AVX512 inline __attribute__((always_inline)) void step_32(const std::byte* w0
   for (int r = 0; r < RW; ++r) {
     const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
     const std::byte* nxt = blk + kBlockBytes;
+    if constexpr (kFull)
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes, _MM_HINT_T0);
     if constexpr (kType == DType::kQ8_0) {
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       const __m256i hi = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
