@@ -130,7 +130,7 @@ bool is_shard_name(std::string name) {
   return digits(i) && name.substr(i) == ".safetensors";
 }
 
-void remove_old_checkpoint_files(const fs::path& dir) {
+void remove_stale_checkpoint_files(const fs::path& dir) {
   std::vector<fs::path> stale;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
@@ -177,7 +177,7 @@ int run(const Options& o) {
     throw InputError(o.out.string() + ": cannot create directory" +
                      (ec ? ": " + ec.message() : std::string()));
   }
-  remove_old_checkpoint_files(o.out);
+  remove_stale_checkpoint_files(o.out);
 
   ThreadPool pool(static_cast<size_t>(o.threads));
   StreamWriteOptions wopts;
@@ -229,6 +229,8 @@ void check_free_disk_space(const fs::path& dir, uint64_t bytes, uint64_t reserve
                      probe.string() + "; nothing was written");
   }
 }
+
+void remove_old_checkpoint_files(const fs::path& dir) { remove_stale_checkpoint_files(dir); }
 
 int run_make_test_model_command(const std::vector<std::string>& args) {
   Options o;

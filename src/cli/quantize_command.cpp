@@ -104,7 +104,8 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
   std::error_code ec;
   fs::create_directories(out, ec);
   if (!fs::is_directory(out)) throw InputError(out.string() + ": cannot create directory");
-  fs::remove(out / "config.json", ec);  // present only once the new checkpoint is complete
+  // Stale shards or index would be mixed in; config.json appears only once all is written.
+  remove_old_checkpoint_files(out);
 
   ThreadPool pool(static_cast<size_t>(threads));
   StreamWriteOptions wopts;

@@ -132,6 +132,20 @@ TEST(QuantizeCli, MakeTestModelWritesQuantizedWeightsDirectly) {
   EXPECT_FALSE(r.out.empty());
 }
 
+TEST(QuantizeCli, ReplacesAStaleCheckpointInOutDir) {
+  testing::TempDir tmp;
+  const fs::path out = tmp.path() / "q";
+  fs::create_directories(out);
+  std::ofstream(out / "model.safetensors.index.json") << "{}";
+  std::ofstream(out / "model-00001-of-00002.safetensors") << "junk";
+  auto r = run_command(cli() + " quantize " + golden_model("keqv").string() + " " + out.string() +
+                       " --type q4_0 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(out / "model-00001-of-00002.safetensors"));
+  EXPECT_EQ(*load_model_weights(out).quantization, DType::kQ4_0);
+}
+
 TEST(QuantizeCli, Errors) {
   testing::TempDir tmp;
   const std::string in = golden_model("dense").string();
