@@ -37,6 +37,9 @@ struct EngineArgs {
   std::string override_generation_config;  // JSON object merged over it; empty = none
   uint64_t seed = 0;                       // draws the seeds of requests without their own
   bool show_progress = true;               // progress bar on stderr for large checkpoints
+  // Weight quantization applied at load: "" (none), "q8_0", "q4_0" or "q4_k" (vLLM's
+  // --quantization names its methods; these are gemmaserve's). See docs/QUANTIZATION.md.
+  std::string quantization;
 };
 
 // A prompt is text or token ids.

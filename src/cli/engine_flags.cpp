@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "kernels/cpu/quant.h"
 
 namespace gemmaserve {
 namespace {
@@ -58,6 +59,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
   p.value("--generation-config").value("--override-generation-config").value("--seed");
+  p.value("--quantization", {"-q"});
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -85,6 +87,10 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     if (seed < 0) throw InputError("--seed must be non-negative, got " + *v);
     a.seed = static_cast<uint64_t>(seed);
   }
+  if (auto v = p.get("--quantization")) {
+    a.quantization =
+        cpu::quantization_type_name(cpu::parse_quantization_type(*v, "--quantization"));
+  }
   return a;
 }
 
@@ -104,7 +110,8 @@ const char* engine_flags_usage() {
          "  --[no-]enable-prefix-caching      reuse cached prompt blocks (default on)\n"
          "  --generation-config auto|vllm|DIR sampling defaults source (default auto)\n"
          "  --override-generation-config JSON e.g. '{\"temperature\": 0.5}'\n"
-         "  --seed N                          seeds requests that bring no seed (default 0)\n";
+         "  --seed N                          seeds requests that bring no seed (default 0)\n"
+         "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n";
 }
 
 }  // namespace gemmaserve

@@ -10,6 +10,8 @@
 #include "cli/chat_template_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
+#include "cli/quality_command.h"
+#include "cli/quantize_command.h"
 #include "cli/tokenize_command.h"
 #include "core/error.h"
 
@@ -24,6 +26,8 @@ constexpr const char* kUsage =
     "  detokenize --tokenizer P  print the text of token ids\n"
     "  export-tokenizer          write a Hugging Face tokenizer.json from a GGUF vocabulary\n"
     "  make-test-model           write a random-weight checkpoint of a Gemma 4 variant\n"
+    "  quantize IN_DIR OUT_DIR   write a q8_0/q4_0/q4_k quantized copy of a checkpoint\n"
+    "  bench quality MODEL_DIR   quantized vs float logits (top-1 agreement, KL)\n"
     "  render-chat-template      render a chat template over conversations (JSON)\n"
     "  --version                 print the version\n"
     "run 'gemmaserve <command> --help' for a command's options\n";
@@ -34,11 +38,21 @@ int main(int argc, char** argv) {
   using Command = std::function<int(const std::vector<std::string>&)>;
   const std::map<std::string, Command> commands = {
       {"generate", gemmaserve::run_generate_command},
-      {"bench", gemmaserve::run_bench_command},
+      {"bench",
+       [](const std::vector<std::string>& args) {
+         if (!args.empty() && args[0] == "quality") {
+           return gemmaserve::run_quality_command({args.begin() + 1, args.end()});
+         }
+         if (!args.empty() && args[0] == "quant-kernel") {
+           return gemmaserve::run_quant_kernel_bench_command({args.begin() + 1, args.end()});
+         }
+         return gemmaserve::run_bench_command(args);
+       }},
       {"tokenize", gemmaserve::run_tokenize_command},
       {"detokenize", gemmaserve::run_detokenize_command},
       {"export-tokenizer", gemmaserve::run_export_tokenizer_command},
       {"make-test-model", gemmaserve::run_make_test_model_command},
+      {"quantize", gemmaserve::run_quantize_command},
       {"render-chat-template", gemmaserve::run_render_chat_template_command},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {

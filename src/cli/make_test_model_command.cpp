@@ -16,6 +16,7 @@
 #include "core/progress_bar.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/quant.h"
 #include "model/test_model_presets.h"
 
 namespace gemmaserve {
@@ -24,13 +25,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: gemmaserve make-test-model --preset tiny|e2b|e4b|31b|26b-a4b [--dtype bf16|f16|f32]\n"
+    "usage: gemmaserve make-test-model --preset tiny|e2b|e4b|31b|26b-a4b\n"
+    "                                  [--dtype bf16|f16|f32|q8_0|q4_0|q4_k]\n"
     "                                  [--seed N] --out DIR [--dry-run] [--max-shard-mb MB]\n"
     "                                  [--threads N]\n"
     "Writes a random-weight checkpoint (text decoder only) with the variant's real tensor\n"
     "names and shapes: config.json, generation_config.json and model.safetensors, or shards\n"
     "of at most --max-shard-mb (default 4096) with model.safetensors.index.json.\n"
-    "--dry-run prints the tensor list and sizes without writing anything.\n";
+    "--dry-run prints the tensor list and sizes without writing anything.\n"
+    "q8_0/q4_0/q4_k store the weight matrices block-quantized (as 'gemmaserve quantize'\n"
+    "does), so the large presets fit in little RAM and disk.\n";
 
 struct Options {
   std::string preset;
@@ -47,7 +51,9 @@ DType parse_dtype_flag(const std::string& s) {
   if (s == "bf16" || s == "bfloat16") return DType::kBF16;
   if (s == "f16" || s == "float16" || s == "fp16") return DType::kF16;
   if (s == "f32" || s == "float32" || s == "fp32") return DType::kF32;
-  throw InputError("--dtype: unknown dtype '" + s + "' (expected bf16, f16 or f32)");
+  if (s == "q8_0" || s == "q4_0" || s == "q4_k") return cpu::parse_quantization_type(s, "--dtype");
+  throw InputError("--dtype: unknown dtype '" + s +
+                   "' (expected bf16, f16, f32, q8_0, q4_0 or q4_k)");
 }
 
 uint64_t parse_u64(const std::string& flag, const std::string& s) {
@@ -124,7 +130,7 @@ bool is_shard_name(std::string name) {
   return digits(i) && name.substr(i) == ".safetensors";
 }
 
-void remove_old_checkpoint_files(const fs::path& dir) {
+void remove_stale_checkpoint_files(const fs::path& dir) {
   std::vector<fs::path> stale;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
@@ -171,7 +177,7 @@ int run(const Options& o) {
     throw InputError(o.out.string() + ": cannot create directory" +
                      (ec ? ": " + ec.message() : std::string()));
   }
-  remove_old_checkpoint_files(o.out);
+  remove_stale_checkpoint_files(o.out);
 
   ThreadPool pool(static_cast<size_t>(o.threads));
   StreamWriteOptions wopts;
@@ -223,6 +229,8 @@ void check_free_disk_space(const fs::path& dir, uint64_t bytes, uint64_t reserve
                      probe.string() + "; nothing was written");
   }
 }
+
+void remove_old_checkpoint_files(const fs::path& dir) { remove_stale_checkpoint_files(dir); }
 
 int run_make_test_model_command(const std::vector<std::string>& args) {
   Options o;

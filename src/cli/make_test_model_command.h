@@ -13,6 +13,10 @@ namespace gemmaserve {
 // enough disk space), 2 bad flags.
 int run_make_test_model_command(const std::vector<std::string>& args);
 
+// Removes the files of an earlier checkpoint in dir (config.json, model.safetensors, shards,
+// the index, .partial leftovers) so a new one is not mixed with them.
+void remove_old_checkpoint_files(const std::filesystem::path& dir);
+
 // Throws InputError when `bytes` more would not fit on the filesystem holding `dir` (or its
 // nearest existing parent), keeping `reserve` bytes free.
 void check_free_disk_space(const std::filesystem::path& dir, uint64_t bytes,

@@ -11,6 +11,7 @@
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
+#include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -110,13 +111,31 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads));
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;
-  ModelWeights weights = load_model_weights(dir, [&](size_t done, size_t total) {
-    if (!bar) {
-      bar = std::make_unique<ProgressBar>("loading weights", total,
+  WeightLoadOptions load_options;
+  std::unique_ptr<ProgressBar> quant_bar;
+  if (!args_.quantization.empty()) {
+    load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");
+    load_options.pool = pool_.get();
+    load_options.quantize_progress = [&](size_t done, size_t total) {
+      if (!quant_bar) {
+        quant_bar =
+            std::make_unique<ProgressBar>("quantizing to " + args_.quantization, total,
                                           args_.show_progress && total >= kProgressMinBytes);
-    }
-    bar->update(done);
-  });
+      }
+      quant_bar->update(done);
+    };
+  }
+  ModelWeights weights = load_model_weights(
+      dir,
+      [&](size_t done, size_t total) {
+        if (!bar) {
+          bar = std::make_unique<ProgressBar>("loading weights", total,
+                                              args_.show_progress && total >= kProgressMinBytes);
+        }
+        bar->update(done);
+      },
+      load_options);
+  if (quant_bar) quant_bar->finish();
   if (bar) bar->finish();
 
   const fs::path tok_path = args_.tokenizer.empty() ? dir : fs::path(args_.tokenizer);

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "core/error.h"
+#include "model/quantize.h"
 
 namespace gemmaserve {
 namespace {
@@ -150,7 +152,9 @@ void fill_values(const TensorInit& init, uint64_t stream, int64_t first, int64_t
 
 int64_t TestModelSpec::num_parameters() const {
   int64_t n = 0;
-  for (const auto& t : tensors) n += t.spec.numel();
+  for (const auto& t : tensors) {
+    n += t.quantized ? t.spec.numel() / t.spec.shape.back() * t.cols : t.spec.numel();
+  }
   return n;
 }
 
@@ -258,7 +262,7 @@ std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dt
   const int64_t P = c.hidden_size_per_layer_input, nH = c.num_attention_heads;
   std::vector<TestTensor> out;
   auto add = [&](const std::string& key, std::vector<int64_t> shape, TensorInit init) {
-    out.push_back({TensorSpec{prefix + key, dtype, std::move(shape)}, key, init});
+    out.push_back({TensorSpec{prefix + key, dtype, std::move(shape)}, key, init, std::nullopt, 0});
   };
   // N(0, 1/fan_in) keeps a matrix's output at its input's scale.
   auto linear = [&](const std::string& key, int64_t rows, int64_t fan_in) {
@@ -325,15 +329,42 @@ std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dt
 TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
   TestModelSpec spec;
   spec.preset = preset;
-  spec.config = test_model_config(preset, dtype);
+  const DType float_dtype = dtype_is_quantized(dtype) ? DType::kBF16 : dtype;
+  spec.config = test_model_config(preset, float_dtype);
   spec.generation_config = test_generation_config();
   const ModelConfig mc = parse_model_config(spec.config, "preset '" + preset + "'");
-  spec.tensors = text_decoder_tensors(mc, dtype);
+  spec.tensors = text_decoder_tensors(mc, float_dtype);
+  if (dtype_is_quantized(dtype)) {
+    std::map<std::string, DType> stored;
+    for (TestTensor& t : spec.tensors) {
+      const DType type = tensor_quant_type(dtype, t.key);
+      const int64_t cols = t.spec.shape.back();
+      if (t.spec.shape.size() < 2 || !is_quantizable_tensor(t.key) ||
+          cols % dtype_block_elems(type) != 0) {
+        continue;
+      }
+      t.quantized = type;
+      t.cols = cols;
+      t.spec.dtype = DType::kU8;
+      t.spec.shape.back() = static_cast<int64_t>(dtype_row_bytes(type, cols));
+      stored[t.spec.name] = type;
+    }
+    spec.config["quantization_config"] = quantization_config_json(dtype, stored);
+  }
   return spec;
 }
 
 void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t count,
                       std::byte* dst) {
+  if (t.quantized) {
+    TestTensor values = t;
+    values.spec.dtype = DType::kF32;
+    values.quantized.reset();
+    fill_quantized_bytes(*t.quantized, t.cols, first, count, dst, [&](int64_t row, float* out) {
+      fill_test_tensor(values, seed, row * t.cols, t.cols, reinterpret_cast<std::byte*>(out));
+    });
+    return;
+  }
   const uint64_t stream = mix64(seed * kGolden ^ fnv1a(t.key));
   switch (t.spec.dtype) {
     case DType::kF32:

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct TestTensor {
   TensorSpec spec;  // full checkpoint name, dtype, shape
   std::string key;  // name without the text prefix: seeds this tensor's random stream
   TensorInit init;
+  // Set when stored block-quantized: spec is then U8 [rows..., row_bytes] and the values are
+  // those of the F32 tensor with `cols` columns, quantized row by row.
+  std::optional<DType> quantized;
+  int64_t cols = 0;
 };
 
 struct TestModelSpec {
@@ -34,8 +39,8 @@ struct TestModelSpec {
   nlohmann::json generation_config;  // generation_config.json
   std::vector<TestTensor> tensors;   // the text decoder's, in file order
 
-  int64_t num_parameters() const;
-  uint64_t total_bytes() const;  // tensor data only
+  int64_t num_parameters() const;  // logical elements (quantized tensors count their values)
+  uint64_t total_bytes() const;    // tensor data only
   std::vector<TensorSpec> specs() const;
 };
 
@@ -57,7 +62,9 @@ nlohmann::json test_generation_config();
 // `1 + w` bug shows, layer_scalar and router scales uniform in [0.5, 1.5).
 std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dtype);
 
-// Preset config + tensor list. dtype must be F32, F16 or BF16 (InputError otherwise).
+// Preset config + tensor list. dtype is F32, F16, BF16 or a quantized type (Q8_0, Q4_0, Q4_K:
+// the matrices model/quantize.h quantizes are stored quantized when their rows are whole blocks,
+// the rest as BF16, and config.json gets a quantization_config); InputError otherwise.
 TestModelSpec make_test_model_spec(const std::string& preset, DType dtype);
 
 // Writes elements [first, first + count) of `t` in its dtype. Values depend only on (seed,

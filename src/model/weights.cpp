@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "kernels/cpu/quant.h"
+#include "model/quantize.h"
 
 namespace gemmaserve {
 namespace {
@@ -14,9 +18,11 @@ namespace {
 class TensorBinder {
  public:
   // Copies of misaligned tensors are kept alive in `owned`.
+  // `stored` names the tensors stored block-quantized (nullptr = none).
   TensorBinder(const SafetensorsCheckpoint& ckpt, std::string prefix,
-               std::vector<std::shared_ptr<const void>>* owned)
-      : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned) {}
+               std::vector<std::shared_ptr<const void>>* owned,
+               const std::map<std::string, DType>* stored = nullptr)
+      : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned), stored_(stored) {}
 
   const TensorView* find(const std::string& name) {
     const TensorView* v = ckpt_.find(prefix_ + name);
@@ -36,8 +42,8 @@ class TensorBinder {
     if (v.shape != expected) {
       TensorView want;
       want.shape = expected;
-      throw InputError(v.file.string() + ": tensor '" + v.name + "' has shape " +
-                       v.shape_string() + ", expected " + want.shape_string());
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has shape " + v.shape_string() +
+                       ", expected " + want.shape_string());
     }
   }
 
@@ -50,6 +56,7 @@ class TensorBinder {
 
   WeightMatrix matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& v = require(name);
+    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
     check_shape(v, shape);
     check_float(v);
     return as_matrix(v);
@@ -58,6 +65,7 @@ class TensorBinder {
   WeightMatrix optional_matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* v = find(name);
     if (!v) return {};
+    if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
     check_shape(*v, shape);
     check_float(*v);
     return as_matrix(*v);
@@ -109,9 +117,41 @@ class TensorBinder {
     return m;
   }
 
+  std::optional<DType> stored_type(const TensorView& v) const {
+    if (!stored_) return std::nullopt;
+    auto it = stored_->find(v.name);
+    if (it == stored_->end()) return std::nullopt;
+    return it->second;
+  }
+
+  // A U8 tensor [rows..., row_bytes] holding rows of `type` blocks for logical shape `shape`.
+  WeightMatrix quantized_matrix(const TensorView& v, DType type, std::vector<int64_t> shape) {
+    const int64_t cols = shape.back();
+    if (cols % dtype_block_elems(type) != 0) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' is marked " + dtype_name(type) +
+                       " but its row length " + std::to_string(cols) +
+                       " is not a multiple of the block size");
+    }
+    std::vector<int64_t> stored = shape;
+    stored.back() = static_cast<int64_t>(dtype_row_bytes(type, cols));
+    if (v.dtype != DType::kU8) {
+      throw InputError(v.file.string() + ": quantized tensor '" + v.name + "' must be stored as " +
+                       "U8, found " + dtype_name(v.dtype));
+    }
+    check_shape(v, stored);
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = type;
+    m.data = v.data;
+    m.cols = cols;
+    m.rows = v.numel() / std::max<int64_t>(stored.back(), 1);
+    return m;
+  }
+
   const SafetensorsCheckpoint& ckpt_;
   std::string prefix_;
   std::vector<std::shared_ptr<const void>>* owned_;
+  const std::map<std::string, DType>* stored_;
   std::set<std::string> used_;
 };
 
@@ -138,8 +178,23 @@ void prefault(const SafetensorsCheckpoint& ckpt, const LoadProgress& progress) {
 }  // namespace
 
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress) {
+  return load_model_weights(dir, progress, WeightLoadOptions{});
+}
+
+ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress,
+                                const WeightLoadOptions& options) {
   ModelWeights w;
   w.config = load_model_config(dir);
+  const std::optional<StoredQuantization> stored =
+      stored_quantization(w.config.raw, (dir / "config.json").string());
+  if (stored && options.quantization && *options.quantization != stored->type) {
+    throw InputError(dir.string() + ": checkpoint is already quantized to " +
+                     cpu::quantization_type_name(stored->type) + "; --quantization " +
+                     cpu::quantization_type_name(*options.quantization) +
+                     " would quantize it twice (drop the flag, pass " +
+                     cpu::quantization_type_name(stored->type) +
+                     ", or quantize the original checkpoint)");
+  }
   auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
   w.checkpoint = ckpt;
   TextConfig& c = w.config.text;
@@ -161,7 +216,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                      "embed_tokens.weight'");
   }
   w.config.tensor_prefix = prefix;
-  TensorBinder b(*ckpt, prefix, &w.owned_buffers);
+  TensorBinder b(*ckpt, prefix, &w.owned_buffers, stored ? &stored->tensors : nullptr);
   const int64_t H = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   const int64_t P = c.hidden_size_per_layer_input;
   const int64_t nH = c.num_attention_heads;
@@ -175,7 +230,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
       GS_LOG_DEBUG << "tied embeddings: ignoring stored lm_head.weight";
     }
   } else {
-    TensorBinder top(*ckpt, "", &w.owned_buffers);
+    TensorBinder top(*ckpt, "", &w.owned_buffers, stored ? &stored->tensors : nullptr);
     w.lm_head = top.matrix("lm_head.weight", {V, H});
   }
   if (P > 0) {
@@ -268,7 +323,15 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     GS_LOG_WARNING << "ignoring " << unknown.size() << " unexpected tensors, e.g. '"
                    << unknown.front() << "'";
   }
-  prefault(*ckpt, progress);
+  if (stored) w.quantization = stored->type;
+  if (options.quantization && !stored) {
+    // Quantizing reads every float matrix; the rest is small, so no separate prefault.
+    quantize_model_weights(w, *options.quantization, options.pool, options.quantize_progress);
+    w.quantization = options.quantization;
+    if (progress) progress(ckpt->total_bytes(), ckpt->total_bytes());
+  } else {
+    prefault(*ckpt, progress);
+  }
   return w;
 }
 

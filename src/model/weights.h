@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 
@@ -54,6 +56,8 @@ struct ModelWeights {
   WeightMatrix per_layer_model_projection;  // [L*P, H]
   std::vector<float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
+  // The quantized weight type in use (stored in the checkpoint or applied at load), if any.
+  std::optional<DType> quantization;
 
   // Keeps the mapped files (and any converted buffers) alive.
   std::shared_ptr<const SafetensorsCheckpoint> checkpoint;
@@ -69,5 +73,17 @@ using LoadProgress = std::function<void(size_t, size_t)>;
 // k/v tensors of KV-shared layers are skipped (logged).
 ModelWeights load_model_weights(const std::filesystem::path& dir,
                                 const LoadProgress& progress = nullptr);
+
+struct WeightLoadOptions {
+  // Quantize float weight matrices at load (see model/quantize.h). A checkpoint stored
+  // quantized loads as is; asking for another type than the stored one is an InputError.
+  std::optional<DType> quantization;
+  ThreadPool* pool = nullptr;      // quantizes in parallel when set
+  LoadProgress quantize_progress;  // (source bytes quantized, total)
+};
+// Also reads gemmaserve-quantized checkpoints (config.json quantization_config: U8 tensors of
+// shape [rows..., row_bytes]).
+ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress,
+                                const WeightLoadOptions& options);
 
 }  // namespace gemmaserve

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cpu/quant.h"
 
 namespace gemmaserve::cpu {
 namespace {
@@ -42,6 +43,11 @@ void to_f32(DType dtype, const void* src, float* dst, size_t n) {
       return;
     case DType::kF16:
       f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      dequantize_row(dtype, src, dst, static_cast<int64_t>(n));
       return;
     default:
       throw InputError(std::string("to_f32: unsupported dtype ") + dtype_name(dtype));

@@ -8,7 +8,8 @@
 namespace gemmaserve::cpu {
 
 // Converts n elements of type dtype (F32, BF16 or F16) to f32; exact, same values as
-// core/dtype.h's scalar converters (NaN payloads aside).
+// core/dtype.h's scalar converters (NaN payloads aside). Quantized dtypes (Q8_0, Q4_0, Q4_K)
+// are dequantized: src must start at a block and n be a multiple of the block size.
 void to_f32(DType dtype, const void* src, float* dst, size_t n);
 
 }  // namespace gemmaserve::cpu

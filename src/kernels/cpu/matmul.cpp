@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace gemmaserve::cpu {
 namespace {
@@ -73,6 +74,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 
 void matmul(const MatmulArgs& args, ThreadPool* pool) {
+  if (dtype_is_quantized(args.w_dtype)) return quant_matmul(args, pool);
   if (args.w_dtype != DType::kF32 && args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF16) {
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
   }

@@ -1,0 +1,184 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/quant.h"
+
+namespace gemmaserve {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Quantizes rows [begin, end) of m into dst (row-major, quantized row bytes).
+void quantize_rows(const WeightMatrix& m, DType type, int64_t begin, int64_t end, std::byte* dst) {
+  const size_t src_row = dtype_row_bytes(m.dtype, m.cols), dst_row = dtype_row_bytes(type, m.cols);
+  std::vector<float> scratch(static_cast<size_t>(m.cols));
+  const auto* src = static_cast<const std::byte*>(m.data);
+  for (int64_t r = begin; r < end; ++r) {
+    cpu::quantize_row_from(type, m.dtype, src + static_cast<size_t>(r) * src_row,
+                           dst + static_cast<size_t>(r) * dst_row, m.cols, scratch.data());
+  }
+}
+
+}  // namespace
+
+DType tensor_quant_type(DType type, const std::string& name) {
+  if (type == DType::kQ8_0) return type;
+  const bool embedding = name == "lm_head.weight" || (ends_with(name, "embed_tokens.weight") &&
+                                                      !ends_with(name, "_per_layer.weight"));
+  return embedding ? DType::kQ8_0 : type;
+}
+
+bool is_quantizable_tensor(const std::string& key) {
+  if (key.find("router.") != std::string::npos) return false;
+  static const char* kSuffixes[] = {"embed_tokens.weight",
+                                    "embed_tokens_per_layer.weight",
+                                    "per_layer_model_projection.weight",
+                                    "self_attn.q_proj.weight",
+                                    "self_attn.k_proj.weight",
+                                    "self_attn.v_proj.weight",
+                                    "self_attn.o_proj.weight",
+                                    "mlp.gate_proj.weight",
+                                    "mlp.up_proj.weight",
+                                    "mlp.down_proj.weight",
+                                    "per_layer_input_gate.weight",
+                                    "per_layer_projection.weight",
+                                    "experts.gate_up_proj",
+                                    "experts.down_proj",
+                                    "lm_head.weight"};
+  for (const char* s : kSuffixes) {
+    if (ends_with(key, s)) return true;
+  }
+  return false;
+}
+
+std::optional<StoredQuantization> stored_quantization(const nlohmann::json& config,
+                                                      const std::string& source) {
+  if (!config.is_object()) return std::nullopt;
+  auto it = config.find("quantization_config");
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  const auto bad = [&](const std::string& why) {
+    std::string msg = source;
+    msg.append(": quantization_config ").append(why);
+    return InputError(msg);
+  };
+  if (!it->is_object()) throw bad("must be an object");
+  const std::string method = it->value("quant_method", "");
+  if (method != kQuantMethod) {
+    throw bad("quant_method '" + method +
+              "' is not supported (only gemmaserve's own: " + kQuantMethod + ")");
+  }
+  StoredQuantization q;
+  if (!it->contains("weight_type") || !(*it)["weight_type"].is_string()) {
+    throw bad("needs a string weight_type");
+  }
+  q.type = cpu::parse_quantization_type((*it)["weight_type"].get<std::string>(),
+                                        source + ": quantization_config.weight_type");
+  auto t = it->find("tensors");
+  if (t == it->end() || !t->is_object()) throw bad("needs a tensors object");
+  for (const auto& [name, value] : t->items()) {
+    if (!value.is_string()) throw bad("tensors['" + name + "'] must be a string");
+    q.tensors[name] = cpu::parse_quantization_type(value.get<std::string>(),
+                                                   source + ": quantization_config.tensors");
+  }
+  return q;
+}
+
+nlohmann::json quantization_config_json(DType type, const std::map<std::string, DType>& tensors) {
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [name, d] : tensors) t[name] = cpu::quantization_type_name(d);
+  return {{"quant_method", kQuantMethod},
+          {"weight_type", cpu::quantization_type_name(type)},
+          {"storage", "U8 tensors of shape [rows..., row_bytes]: rows of llama.cpp-layout blocks"},
+          {"tensors", t}};
+}
+
+void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
+                            const std::function<void(size_t, size_t)>& progress) {
+  const bool tied = w.lm_head.data == w.embed_tokens.data;
+  std::vector<WeightMatrix*> todo = {&w.embed_tokens, &w.embed_tokens_per_layer,
+                                     &w.per_layer_model_projection};
+  if (!tied) todo.push_back(&w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    for (WeightMatrix* m :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
+          &l.per_layer_input_gate, &l.per_layer_projection, &l.experts_gate_up, &l.experts_down}) {
+      todo.push_back(m);
+    }
+  }
+  size_t total = 0;
+  std::vector<std::pair<WeightMatrix*, DType>> kept;
+  int skipped = 0;
+  for (WeightMatrix* m : todo) {
+    if (!*m || dtype_is_quantized(m->dtype)) continue;
+    const bool embedding = m == &w.embed_tokens || m == &w.lm_head;
+    const DType mt = tensor_quant_type(type, embedding ? "embed_tokens.weight" : m->name);
+    const int64_t block = dtype_block_elems(mt);
+    if (m->cols % block != 0) {
+      ++skipped;
+      GS_LOG_INFO << m->name << ": row length " << m->cols << " is not a multiple of " << block
+                  << "; kept as " << dtype_name(m->dtype);
+      continue;
+    }
+    kept.emplace_back(m, mt);
+    total += static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
+  }
+  size_t done = 0;
+  for (const auto& [m, mt] : kept) {
+    const size_t dst_row = dtype_row_bytes(mt, m->cols);
+    const size_t src_row = dtype_row_bytes(m->dtype, m->cols);
+    std::shared_ptr<std::byte[]> buf =
+        std::make_unique_for_overwrite<std::byte[]>(dst_row * static_cast<size_t>(m->rows));
+    // Row chunks of about 64 MiB of source, so progress moves on the largest matrices too.
+    const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>((64u << 20) / src_row));
+    for (int64_t r0 = 0; r0 < m->rows; r0 += chunk) {
+      const int64_t r1 = std::min(m->rows, r0 + chunk);
+      if (pool && r1 - r0 > 1) {
+        pool->parallel_for(static_cast<size_t>(r1 - r0), [&](size_t b, size_t e) {
+          quantize_rows(*m, mt, r0 + static_cast<int64_t>(b), r0 + static_cast<int64_t>(e),
+                        buf.get());
+        });
+      } else {
+        quantize_rows(*m, mt, r0, r1, buf.get());
+      }
+      done += static_cast<size_t>(r1 - r0) * src_row;
+      if (progress) progress(done, total);
+    }
+    m->data = buf.get();
+    m->dtype = mt;
+    w.owned_buffers.push_back(std::move(buf));
+  }
+  if (tied) w.lm_head = w.embed_tokens;
+  if (progress) progress(total, total);
+  GS_LOG_INFO << "quantized " << kept.size() << " weight matrices to "
+              << cpu::quantization_type_name(type)
+              << (skipped ? " (" + std::to_string(skipped) + " kept in float)" : std::string());
+}
+
+void fill_quantized_bytes(DType type, int64_t cols, int64_t first, int64_t count, std::byte* dst,
+                          const std::function<void(int64_t, float*)>& row_values) {
+  const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(type, cols));
+  std::vector<float> values(static_cast<size_t>(cols));
+  std::vector<std::byte> row(static_cast<size_t>(row_bytes));
+  int64_t pos = first;
+  const int64_t end = first + count;
+  while (pos < end) {
+    const int64_t r = pos / row_bytes, in_row = pos % row_bytes;
+    const int64_t n = std::min(end - pos, row_bytes - in_row);
+    row_values(r, values.data());
+    cpu::quantize_row(type, values.data(), row.data(), cols);
+    std::memcpy(dst + (pos - first), row.data() + in_row, static_cast<size_t>(n));
+    pos += n;
+  }
+}
+
+}  // namespace gemmaserve

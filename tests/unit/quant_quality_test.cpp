@@ -1,0 +1,135 @@
+// Teacher-forced quality of quantized models against their float weights: the golden fixture
+// models (hidden 64: q8_0 / q4_0; q4_k needs rows of 256 so they stay float there) and a
+// synthetic 256-wide model derived from the dense fixture (every type).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/gemma4_model.h"
+#include "model/kv_cache.h"
+#include "model/quantize_quality.h"
+#include "model/test_model_presets.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+namespace gemmaserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+QuantQualityReport measure(const fs::path& dir, DType type, int num_prompts, int len) {
+  auto pool = std::make_shared<ThreadPool>(2);
+  Gemma4Model reference(load_model_weights(dir), pool);
+  WeightLoadOptions opts;
+  opts.quantization = type;
+  opts.pool = pool.get();
+  Gemma4Model quantized(load_model_weights(dir, nullptr, opts), pool);
+  return compare_quantized(reference, quantized,
+                           random_prompts(reference.vocab_size(), num_prompts, len, 7));
+}
+
+void print(const std::string& what, DType type, const QuantQualityReport& r) {
+  std::printf(
+      "%-12s %-5s positions %5lld confident %5lld top1 %.4f confident-top1 %.4f "
+      "mean KL %.3g max KL %.3g\n",
+      what.c_str(), dtype_name(type), static_cast<long long>(r.positions),
+      static_cast<long long>(r.confident_positions), r.agreement(), r.confident_agreement(),
+      r.mean_kl(), r.kl_max);
+}
+
+double threshold(DType type) { return type == DType::kQ8_0 ? 0.99 : 0.90; }
+
+TEST(QuantQuality, GoldenModels) {
+  const fs::path root = testing::source_dir() / "tests/data/golden/models";
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    QuantQualityReport all;
+    for (const char* model : {"dense", "dense-clm", "moe", "keqv", "vision"}) {
+      const QuantQualityReport r = measure(root / model, type, 4, 48);
+      print(model, type, r);
+      all.add(r);
+    }
+    print("all golden", type, all);
+    // Hidden-64 random models are chaotic (10 layers, flat logits): 4-bit weight noise flips
+    // many top-1s even with float activations, so these floors sit below the 99 % / 90 % goals
+    // (measured 0.974 / 0.725), which the 256-wide model below is held to.
+    EXPECT_GE(all.confident_agreement(), type == DType::kQ8_0 ? 0.95 : 0.68) << dtype_name(type);
+  }
+}
+
+// The dense fixture's config widened so every matrix has rows of 256 (Q4_K's block).
+fs::path write_wide_model(const fs::path& dir) {
+  std::ifstream in(testing::source_dir() / "tests/data/golden/models/dense/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  nlohmann::json& t = config["text_config"];
+  t["hidden_size"] = 256;
+  t["intermediate_size"] = 512;
+  t["head_dim"] = 64;
+  t["global_head_dim"] = 128;
+  t["hidden_size_per_layer_input"] = 256;
+  t["num_hidden_layers"] = 4;
+  t["num_kv_shared_layers"] = 1;
+  t["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention",
+                      "sliding_attention"};
+  const ModelConfig mc = parse_model_config(config, "wide test model");
+  std::vector<TestTensor> tensors = text_decoder_tensors(mc, DType::kF32);
+  std::vector<TensorSpec> specs;
+  for (const auto& x : tensors) specs.push_back(x.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(tensors[i], 3, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
+TEST(QuantQuality, WideRandomModel) {
+  testing::TempDir tmp;
+  const fs::path dir = write_wide_model(tmp.path());
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    const QuantQualityReport r = measure(dir, type, 4, 96);
+    print("wide-256", type, r);
+    EXPECT_GE(r.confident_agreement(), threshold(type)) << dtype_name(type);
+    EXPECT_GT(r.confident_positions, 0);
+  }
+}
+
+// A sequence's logits are bitwise the same alone and in a ragged batch with others (the
+// quantized matmul's canonical order), for every type.
+TEST(QuantQuality, BatchInvariantForward) {
+  testing::TempDir tmp;
+  const fs::path dir = write_wide_model(tmp.path());
+  auto pool = std::make_shared<ThreadPool>(2);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    WeightLoadOptions opts;
+    opts.quantization = type;
+    Gemma4Model model(load_model_weights(dir, nullptr, opts), pool);
+    const auto prompts = random_prompts(model.vocab_size(), 3, 40, 11);
+    constexpr int kBlock = 16, kPerSeq = 4;
+    auto run = [&](const std::vector<size_t>& which) {
+      KvCache cache(model.text_config(), {kPerSeq * 3, kPerSeq * 3}, kBlock);
+      std::vector<std::vector<int32_t>> tables(which.size());
+      std::vector<SequenceInput> batch(which.size());
+      for (size_t i = 0; i < which.size(); ++i) {
+        for (int b = 0; b < kPerSeq; ++b)
+          tables[i].push_back(static_cast<int32_t>(i * kPerSeq + b));
+        batch[i].tokens = prompts[which[i]];
+        for (auto& t : batch[i].block_tables) t = tables[i];
+        batch[i].logits = LogitsWanted::kAll;
+      }
+      ForwardOutput out;
+      model.forward(batch, cache, &out);
+      return out.logits;
+    };
+    const std::vector<float> alone = run({1});
+    const std::vector<float> together = run({0, 1, 2});
+    const size_t row = static_cast<size_t>(model.vocab_size()) * prompts[1].size();
+    ASSERT_EQ(std::memcmp(alone.data(), together.data() + row, row * sizeof(float)), 0)
+        << dtype_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace gemmaserve
