@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -333,6 +335,89 @@ TEST(KvFormat, RowBytesAndParse) {
   EXPECT_EQ(parse_kv_dtype("q8_0", DType::kBF16), KvDtype::kQ8_0);
   EXPECT_THROW(parse_kv_dtype("fp8_e5m2", DType::kBF16), InputError);
   EXPECT_THROW(parse_kv_dtype("int4", DType::kBF16), InputError);
+}
+
+// Not run by default (timings): decode over long contexts and a prefill, per ISA and dtype.
+//   attention_test --gtest_also_run_disabled_tests --gtest_filter='AttentionBench.*'
+// Decode prints the K/V bytes read per second (memory-bound when near the machine's bandwidth).
+TEST(AttentionBench, DISABLED_DecodeAndPrefill) {
+  struct Case {
+    const char* name;
+    Geometry geo;
+    int32_t context;  // decode: keys per query; prefill: prompt tokens
+    int num_seqs;
+    bool prefill;
+  };
+  const Case cases[] = {
+      {"31B global decode", {32, 4, 512, 0, 16}, 16384, 2, false},
+      {"31B sliding decode", {32, 16, 256, 1024, 16}, 16384, 2, false},
+      {"E2B global decode", {8, 1, 512, 0, 16}, 32768, 4, false},
+      {"E2B sliding prefill", {8, 1, 256, 512, 16}, 2048, 1, true},
+      {"31B global prefill", {32, 4, 512, 0, 16}, 1024, 1, true},
+  };
+  ThreadPool pool(0);
+  for (const Case& c : cases) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kQ8_0}) {
+      const Geometry& geo = c.geo;
+      const size_t row_bytes = kv_row_bytes(dtype, geo.head_dim);
+      const int64_t slot_bytes = static_cast<int64_t>(row_bytes) * geo.num_kv_heads;
+      const int32_t blocks_per_seq = c.context / geo.block_size + 1;
+      const int64_t num_blocks = int64_t{blocks_per_seq} * c.num_seqs;
+      std::vector<uint8_t> k(static_cast<size_t>(num_blocks * geo.block_size * slot_bytes));
+      std::vector<uint8_t> v(k.size());
+      std::vector<float> row(static_cast<size_t>(geo.head_dim));
+      uint32_t state = 12345;
+      for (size_t off = 0; off < k.size(); off += row_bytes) {
+        for (float& x : row) {
+          state = state * 1664525u + 1013904223u;
+          x = static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) * 0x1p-23f;
+        }
+        encode_kv_row(dtype, row.data(), geo.head_dim, &k[off]);
+        encode_kv_row(dtype, row.data(), geo.head_dim, &v[off]);
+      }
+      const PagedKv kv{k.data(), v.data(), geo.block_size, slot_bytes, num_blocks, dtype};
+      std::vector<std::vector<int32_t>> tables(static_cast<size_t>(c.num_seqs));
+      std::vector<AttentionSeq> seqs;
+      int64_t rows = 0;
+      int64_t keys_read = 0;
+      for (int s = 0; s < c.num_seqs; ++s) {
+        for (int32_t b = 0; b < blocks_per_seq; ++b) {
+          // Interleave sequences' blocks so a sequence's blocks are not contiguous.
+          tables[static_cast<size_t>(s)].push_back(b * c.num_seqs + s);
+        }
+        AttentionSeq a;
+        a.q_row = rows;
+        a.num_queries = c.prefill ? c.context : 1;
+        a.first_pos = c.prefill ? 0 : c.context - 1;
+        a.block_table = tables[static_cast<size_t>(s)];
+        seqs.push_back(a);
+        rows += a.num_queries;
+        const AttentionShape shape{geo.num_heads, geo.num_kv_heads, geo.head_dim, geo.window, 1};
+        for (int32_t i = 0; i < a.num_queries; ++i) {
+          const KeyRange r = attention_key_range(a, shape, i);
+          keys_read += r.end - r.begin;
+        }
+      }
+      const AttentionShape shape{geo.num_heads, geo.num_kv_heads, geo.head_dim, geo.window, 1};
+      const size_t width = static_cast<size_t>(geo.num_heads) * geo.head_dim;
+      std::vector<float> q(static_cast<size_t>(rows) * width, 0.01f), out(q.size());
+      for (SimdIsa isa : supported_simd_isas()) {
+        paged_attention(q.data(), width, kv, shape, seqs, out.data(), width, &pool, isa);
+        const int reps = c.prefill ? 1 : 5;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) {
+          paged_attention(q.data(), width, kv, shape, seqs, out.data(), width, &pool, isa);
+        }
+        const double sec =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+        const double bytes = static_cast<double>(keys_read) * 2.0 * static_cast<double>(slot_bytes);
+        std::cout << "[ bench    ] " << c.name << " " << kv_dtype_name(dtype) << " "
+                  << simd_isa_name(isa) << " threads " << pool.size() << ": " << sec * 1e3 << " ms";
+        if (!c.prefill) std::cout << ", " << bytes / sec / 1e9 << " GB/s of K/V";
+        std::cout << "\n";
+      }
+    }
+  }
 }
 
 }  // namespace

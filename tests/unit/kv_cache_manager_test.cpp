@@ -152,7 +152,8 @@ TEST(KvCacheManager, KvSharedLayersCostNothing) {
       EXPECT_EQ(kv_bytes_per_token(*c, t, cpu::KvDtype::kBF16),
                 kv_bytes_per_token(owners_only, t, cpu::KvDtype::kBF16));
     }
-    EXPECT_EQ(bytes_per_block(*c, 16, 2), bytes_per_block(owners_only, 16, 2));
+    EXPECT_EQ(bytes_per_block(*c, 16, cpu::KvDtype::kBF16),
+              bytes_per_block(owners_only, 16, cpu::KvDtype::kBF16));
     // The naive count pays for the shared layers.
     EXPECT_GT(kv_bytes_per_token_at(*c, 64, kBlock, cpu::KvDtype::kBF16).naive,
               kv_bytes_per_token_at(owners_only, 64, kBlock, cpu::KvDtype::kBF16).naive);
@@ -160,7 +161,7 @@ TEST(KvCacheManager, KvSharedLayersCostNothing) {
   // 3 sliding layers x (K+V) x 1 head x 8 dims x 2 bytes; 1 full layer x 2 x 16 x 2.
   EXPECT_EQ(kv_bytes_per_token(owners_only, kS, cpu::KvDtype::kBF16), 3 * 2 * 8 * 2);
   EXPECT_EQ(kv_bytes_per_token(owners_only, kF, cpu::KvDtype::kBF16), 1 * 2 * 16 * 2);
-  EXPECT_EQ(group_bytes_per_block(owners_only, kF, 16, 2), 16 * 2 * 16 * 2);
+  EXPECT_EQ(group_bytes_per_block(owners_only, kF, 16, cpu::KvDtype::kBF16), 16 * 2 * 16 * 2);
 }
 
 // ---- Sliding-window release --------------------------------------------------------------------
@@ -527,7 +528,7 @@ TEST(KvCachePlanning, SingleGroupModelsGetTheWholeBudget) {
   o.memory_bytes = 10000;
   o.max_model_len = 64;
   const KvCachePlan plan = plan_kv_cache(full_only, o);
-  const int64_t page = group_bytes_per_block(full_only, kF, 4, 2);
+  const int64_t page = group_bytes_per_block(full_only, kF, 4, cpu::KvDtype::kBF16);
   EXPECT_EQ(plan.num_blocks[kSlidingIdx], 0);
   EXPECT_EQ(plan.num_blocks[kFullIdx], 10000 / page);
   EXPECT_DOUBLE_EQ(plan.max_concurrency, static_cast<double>(10000 / page) / 16.0);

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <set>
 #include <vector>
 
 #include "core/error.h"
+#include "gemma4_golden_harness.h"
 #include "model/config.h"
 #include "test_support.h"
 
@@ -119,6 +121,60 @@ TEST(KvCache, RejectsBadSizes) {
   EXPECT_THROW(KvCache(cfg, {-1, 1}, 4), InputError);
   KvCache empty(cfg, {0, 0}, 4);
   EXPECT_EQ(empty.total_bytes(), 0u);
+}
+
+// Teacher-forced quality of each KV dtype on the golden tiny models: one prefill over a
+// 160-token prompt (10x the sliding window) with every position's logits, against f32 K/V.
+// Reports the share of positions whose top-1 token agrees and the logit changes (the random
+// tiny models have sharp logits: one flipped MoE route moves a row by several units).
+TEST(KvCacheQuality, TopOneAgreementWithFloatKv) {
+  struct Bound {
+    cpu::KvDtype dtype;
+    double min_agreement;
+  };
+  const Bound bounds[] = {{cpu::KvDtype::kBF16, 0.97},
+                          {cpu::KvDtype::kF16, 0.99},
+                          {cpu::KvDtype::kFp8E4M3, 0.85},
+                          {cpu::KvDtype::kQ8_0, 0.95}};
+  std::vector<int32_t> prompt = {2};
+  for (int i = 1; i < 160; ++i) prompt.push_back(3 + (i * 37 + 11) % 480);
+  for (const char* name : {"dense", "keqv", "moe"}) {
+    auto model = golden::load_model(testing::source_dir() / "tests/data/golden/models" / name, 2);
+    const int vocab = model->vocab_size();
+    const int block = 16;
+    const int blocks = static_cast<int>(prompt.size()) / block + 1;
+    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    for (int b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = blocks - 1 - b;
+    auto run = [&](cpu::KvDtype dtype) {
+      KvCache cache(model->text_config(), {blocks, blocks}, block, dtype);
+      SequenceInput in;
+      in.tokens = prompt;
+      in.block_tables = {table, table};
+      in.logits = LogitsWanted::kAll;
+      ForwardOutput out;
+      model->forward(std::span(&in, 1), cache, &out);
+      return out.logits;
+    };
+    const std::vector<float> base = run(cpu::KvDtype::kF32);
+    for (const Bound& b : bounds) {
+      const std::vector<float> got = run(b.dtype);
+      int agree = 0;
+      float worst = 0.0f;
+      double total = 0.0;
+      for (size_t p = 0; p < prompt.size(); ++p) {
+        const float* x = &got[p * static_cast<size_t>(vocab)];
+        const float* y = &base[p * static_cast<size_t>(vocab)];
+        agree += golden::argmax(x, vocab) == golden::argmax(y, vocab);
+        worst = std::max(worst, golden::max_abs_diff(x, y, static_cast<size_t>(vocab)));
+        for (int i = 0; i < vocab; ++i) total += std::fabs(x[i] - y[i]);
+      }
+      const double share = static_cast<double>(agree) / static_cast<double>(prompt.size());
+      std::cout << "[ quality  ] " << name << " " << cpu::kv_dtype_name(b.dtype)
+                << ": top-1 agreement " << agree << "/" << prompt.size() << ", max |logit diff| "
+                << worst << "\n";
+      EXPECT_GE(share, b.min_agreement) << name << " " << cpu::kv_dtype_name(b.dtype);
+    }
+  }
 }
 
 }  // namespace
