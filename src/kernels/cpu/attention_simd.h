@@ -54,29 +54,71 @@ inline float row_scale(const uint8_t* row, int head_dim) {
   }
 }
 
+// Independent accumulator chains per head: few heads alone cannot hide the FMA latency.
+template <int G>
+constexpr int kChains = G <= 2 ? 4 : (G <= 4 ? 2 : 1);
+
 // scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q.
 template <class V, KvDtype D, int G>
 void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, float scale,
                 int q8_values, float* scores) {
   using F = typename V::F;
+  constexpr int S = kChains<G>;
+  constexpr int W = V::kWidth;
   for (int j = 0; j < n; ++j) {
-    F acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = V::zero();
-    for (int d = 0; d < hd; d += V::kWidth) {
+    F acc[S][G];
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) acc[c][g] = V::zero();
+    }
+    int d = 0;
+    for (; d + S * W <= hd; d += S * W) {
+      for (int c = 0; c < S; ++c) {
+        const F k = load_kv<V, D>(krows[j], d + c * W, q8_values);
+        for (int g = 0; g < G; ++g) {
+          acc[c][g] = V::fmadd(V::load(q + g * hd + d + c * W), k, acc[c][g]);
+        }
+      }
+    }
+    for (; d < hd; d += W) {
       const F k = load_kv<V, D>(krows[j], d, q8_values);
-      for (int g = 0; g < G; ++g) acc[g] = V::fmadd(V::load(q + g * hd + d), k, acc[g]);
+      for (int g = 0; g < G; ++g) acc[0][g] = V::fmadd(V::load(q + g * hd + d), k, acc[0][g]);
     }
     const float rs = row_scale<D>(krows[j], hd) * scale;
-    for (int g = 0; g < G; ++g) scores[g * kChunk + j] = V::reduce_add(acc[g]) * rs;
+    for (int g = 0; g < G; ++g) {
+      F total = acc[0][g];
+      for (int c = 1; c < S; ++c) total = V::add(total, acc[c][g]);
+      scores[g * kChunk + j] = V::reduce_add(total) * rs;
+    }
   }
 }
 
-// acc_g += sum_j weights[g * kChunk + j] * v_j for G heads, keys in order.
+// acc_g += sum_j weights[g * kChunk + j] * v_j for G heads; every element sums the keys in
+// order (the chains split the head dimension, not the keys).
 template <class V, KvDtype D, int G>
 void accumulate_values(const float* weights, const uint8_t* const* vrows, int n, int hd,
                        int q8_values, float* acc) {
   using F = typename V::F;
-  for (int d = 0; d < hd; d += V::kWidth) {
+  constexpr int S = kChains<G>;
+  constexpr int W = V::kWidth;
+  int d = 0;
+  for (; d + S * W <= hd; d += S * W) {
+    F a[S][G];
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) a[c][g] = V::load(acc + g * hd + d + c * W);
+    }
+    for (int j = 0; j < n; ++j) {
+      for (int c = 0; c < S; ++c) {
+        const F v = load_kv<V, D>(vrows[j], d + c * W, q8_values);
+        for (int g = 0; g < G; ++g) {
+          a[c][g] = V::fmadd(V::set1(weights[g * kChunk + j]), v, a[c][g]);
+        }
+      }
+    }
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) V::store(acc + g * hd + d + c * W, a[c][g]);
+    }
+  }
+  for (; d < hd; d += W) {
     F a[G];
     for (int g = 0; g < G; ++g) a[g] = V::load(acc + g * hd + d);
     for (int j = 0; j < n; ++j) {

@@ -15,10 +15,16 @@
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/simd_kernels.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(                                                    \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), \
+    apply_to = function)
+#else
 // GCC 12 reports its own AVX-512 intrinsics' undefined-register idiom as uninitialised.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 #define GS_VEC_AVX512
 #include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/ops_simd.h"
@@ -40,5 +46,9 @@ const ElementwiseKernels& avx512_elementwise_kernels() {
 }
 
 }  // namespace gemmaserve::cpu::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 
 #endif  // __x86_64__

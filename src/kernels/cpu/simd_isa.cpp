@@ -1,6 +1,21 @@
 #include "kernels/cpu/simd_isa.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace gemmaserve::cpu {
+namespace {
+
+#if defined(__x86_64__)
+// Not every compiler's __builtin_cpu_supports knows "f16c": ask CPUID leaf 1 directly.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
+}  // namespace
 
 const char* simd_isa_name(SimdIsa isa) {
   switch (isa) {
@@ -21,8 +36,7 @@ bool simd_isa_supported(SimdIsa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
     // TODO(cpu_features): use the shared feature probe once kernels/cpu/cpu_features lands.
     case SimdIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case SimdIsa::kAvx512:
       return simd_isa_supported(SimdIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
