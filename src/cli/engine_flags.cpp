@@ -54,6 +54,7 @@ int64_t parse_human_readable_int(const std::string& text, const std::string& fla
 
 void add_engine_flags(ArgParser& p) {
   p.value("--tokenizer").value("--threads").value("--max-model-len").value("--block-size");
+  p.value("--kv-cache-dtype");
   p.value("--kv-cache-memory-bytes", {"--kv-cache-memory"}).value("--gpu-memory-utilization");
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");

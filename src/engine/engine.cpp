@@ -49,6 +49,7 @@ void check_args(const EngineArgs& a) {
     throw InputError("--long-prefill-token-threshold must be >= 0, got " +
                      std::to_string(a.long_prefill_token_threshold));
   }
+  cpu::parse_kv_dtype(a.kv_cache_dtype, DType::kBF16);  // fails before the weights load
 }
 
 }  // namespace

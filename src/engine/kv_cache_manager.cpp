@@ -498,9 +498,8 @@ KvCachePlan plan_kv_cache(const TextConfig& config, const KvCachePlanOptions& op
 
 std::vector<std::string> KvCachePlan::summary_lines() const {
   std::vector<std::string> lines;
-  std::string blocks_line = "KV cache: " + mib(total_bytes) + " of " +
-                            cpu::kv_dtype_name(kv_dtype) + " in blocks of " +
-                            std::to_string(block_size) + " tokens:";
+  std::string blocks_line =
+      "KV cache: " + mib(total_bytes) + " in blocks of " + std::to_string(block_size) + " tokens:";
   bool first = true;
   for (int t = kNumAttentionTypes - 1; t >= 0; --t) {  // full attention first
     if (num_blocks[t] == 0) continue;
@@ -510,6 +509,7 @@ std::vector<std::string> KvCachePlan::summary_lines() const {
     first = false;
   }
   lines.push_back(blocks_line);
+  lines.push_back(std::string("KV cache dtype: ") + cpu::kv_dtype_name(kv_dtype));
   lines.push_back("KV cache size: " + with_commas(num_tokens) + " tokens");
   char buf[160];
   std::snprintf(buf, sizeof(buf), "Maximum concurrency for %s tokens per request: %.2fx",

@@ -185,7 +185,8 @@ struct KvCachePlan {
   double max_concurrency = 0;       // sequences of max_model_len tokens that fit at once
   KvBytesPerToken bytes_per_token;  // at max_model_len
 
-  // Startup log lines: blocks, tokens, maximum concurrency, bytes per token ours vs naive.
+  // Startup log lines: blocks, dtype, tokens, maximum concurrency, bytes per token ours vs
+  // naive.
   std::vector<std::string> summary_lines() const;
 };
 

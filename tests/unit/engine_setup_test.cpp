@@ -236,10 +236,13 @@ TEST(EngineFlags, EveryEngineFlagUnderVllmsName) {
 
   ArgParser q;
   add_engine_flags(q);
-  q.parse({"--kv-cache-memory-bytes=1000", "--enable-prefix-caching"}, 0);
+  q.parse({"--kv-cache-memory-bytes=1000", "--enable-prefix-caching", "--kv-cache-dtype", "fp8"},
+          0);
   const EngineArgs b = engine_args_from_flags(q, "m");
   EXPECT_EQ(b.kv_cache_memory_bytes, 1000);
   EXPECT_TRUE(b.enable_prefix_caching);
+  EXPECT_EQ(b.kv_cache_dtype, "fp8");
+  EXPECT_EQ(a.kv_cache_dtype, "auto");
   EXPECT_EQ(b.max_num_seqs, 256);  // vLLM's default
   EXPECT_FALSE(b.gpu_memory_utilization.has_value());
 }
