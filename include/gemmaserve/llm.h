@@ -22,6 +22,9 @@ struct EngineArgs {
   int threads = 0;        // 0 = all cores
   int max_model_len = 0;  // 0 = the config's max_position_embeddings
   int block_size = 16;
+  // KV cache element type: auto (the checkpoint's: bf16, or f32 / f16 for such checkpoints),
+  // bf16, f16, f32, fp8 (e4m3 with a scale per token and KV head) or q8_0.
+  std::string kv_cache_dtype = "auto";
   // KV cache size. Explicit bytes win; else gpu_memory_utilization of the memory available
   // after loading the weights; else min(4 GiB, half of it) (vLLM's CPU backend default is 4 GiB).
   // Never more than max_num_seqs sequences of max_model_len tokens could use.

@@ -55,6 +55,7 @@ int64_t parse_human_readable_int(const std::string& text, const std::string& fla
 
 void add_engine_flags(ArgParser& p) {
   p.value("--tokenizer").value("--threads").value("--max-model-len").value("--block-size");
+  p.value("--kv-cache-dtype");
   p.value("--kv-cache-memory-bytes", {"--kv-cache-memory"}).value("--gpu-memory-utilization");
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
@@ -69,6 +70,7 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   a.threads = p.get_int("--threads", a.threads);
   a.max_model_len = int_flag(p, "--max-model-len", a.max_model_len);
   a.block_size = p.get_int("--block-size", a.block_size);
+  a.kv_cache_dtype = p.get("--kv-cache-dtype").value_or(a.kv_cache_dtype);
   if (auto v = p.get("--kv-cache-memory-bytes")) {
     a.kv_cache_memory_bytes = parse_human_readable_int(*v, "--kv-cache-memory-bytes");
   }
@@ -100,6 +102,8 @@ const char* engine_flags_usage() {
          "  --threads N                       compute threads (default: all cores)\n"
          "  --max-model-len N                 longest prompt + output (default: the config's)\n"
          "  --block-size N                    tokens per KV cache block (default 16)\n"
+         "  --kv-cache-dtype T                auto|bf16|f16|f32|fp8|q8_0 (default auto: the\n"
+         "                                    checkpoint's dtype, bf16 for bf16 weights)\n"
          "  --kv-cache-memory-bytes BYTES     KV cache size, e.g. 2G (alias --kv-cache-memory)\n"
          "  --gpu-memory-utilization F        else this fraction of available RAM (default:\n"
          "                                    min(4 GiB, half of it))\n"

@@ -21,7 +21,6 @@ namespace gemmaserve {
 namespace {
 
 constexpr size_t kProgressMinBytes = size_t{512} << 20;  // smaller loads finish too fast to show
-constexpr int kKvDtypeBytes = 4;                         // KvCache stores f32 K/V
 constexpr uint64_t kNotStalled = ~uint64_t{0};
 
 // SplitMix64: spreads (engine seed, request number) into independent generator seeds.
@@ -51,6 +50,7 @@ void check_args(const EngineArgs& a) {
     throw InputError("--long-prefill-token-threshold must be >= 0, got " +
                      std::to_string(a.long_prefill_token_threshold));
   }
+  cpu::parse_kv_dtype(a.kv_cache_dtype, DType::kBF16);  // fails before the weights load
 }
 
 }  // namespace
@@ -167,12 +167,14 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                      ") is greater than the derived max_model_len (max_position_embeddings=" +
                      std::to_string(text.max_position_embeddings) + " in model's config.json).");
   }
+  const cpu::KvDtype kv_dtype =
+      cpu::parse_kv_dtype(args_.kv_cache_dtype, weights.embed_tokens.dtype);
   // Measured after the weights are mapped, so their resident pages are already accounted for.
   const KvCacheBudget budget =
-      choose_kv_cache_budget(args_, text, max_model_len_, available_memory_bytes());
+      choose_kv_cache_budget(args_, text, max_model_len_, available_memory_bytes(), kv_dtype);
   KvCachePlanOptions opt;
   opt.block_size = args_.block_size;
-  opt.kv_dtype_bytes = kKvDtypeBytes;
+  opt.kv_dtype = kv_dtype;
   opt.memory_bytes = budget.bytes;
   opt.max_model_len = max_model_len_;
   opt.max_num_batched_tokens =
@@ -183,7 +185,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   GS_LOG_INFO << "KV cache budget " << budget.bytes << " bytes (" << budget.reason << ")";
   for (const std::string& line : plan_.summary_lines()) GS_LOG_INFO << line;
 
-  cache_ = std::make_unique<KvCache>(text, plan_.num_blocks, args_.block_size);
+  cache_ = std::make_unique<KvCache>(text, plan_.num_blocks, args_.block_size, kv_dtype);
   SchedulerConfig sc;
   sc.max_num_seqs = args_.max_num_seqs;
   sc.max_num_batched_tokens = args_.max_num_batched_tokens;

@@ -17,7 +17,6 @@ using nlohmann::json;
 
 constexpr int64_t kDefaultKvCacheCap = int64_t{4} << 30;  // vLLM's CPU default KV space
 constexpr double kDefaultMemoryFraction = 0.5;
-constexpr int kKvDtypeBytes = 4;  // the CPU KvCache stores f32 K/V
 
 std::optional<double> number_field(const json& obj, const char* key, const std::string& source) {
   auto it = obj.find(key);
@@ -61,14 +60,15 @@ std::string mib(int64_t bytes) {
 
 // Bytes `max_num_seqs` sequences of max_model_len tokens hold at most, plus the blocks of the
 // largest prefill chunk one step can write.
-int64_t bytes_for_full_batch(const EngineArgs& args, const TextConfig& config, int max_model_len) {
+int64_t bytes_for_full_batch(const EngineArgs& args, const TextConfig& config, int max_model_len,
+                             cpu::KvDtype kv_dtype) {
   int64_t total = 0;
   const int chunk = args.long_prefill_token_threshold > 0
                         ? std::min(args.long_prefill_token_threshold, args.max_num_batched_tokens)
                         : args.max_num_batched_tokens;
   for (int t = 0; t < kNumAttentionTypes; ++t) {
     const auto type = static_cast<AttentionType>(t);
-    const int64_t block_bytes = group_bytes_per_block(config, type, args.block_size, kKvDtypeBytes);
+    const int64_t block_bytes = group_bytes_per_block(config, type, args.block_size, kv_dtype);
     if (block_bytes == 0) continue;
     const int window = type == AttentionType::kSliding ? config.sliding_window : 0;
     const int64_t steady = steady_blocks_per_sequence(max_model_len, args.block_size, window);
@@ -159,7 +159,8 @@ std::optional<int64_t> available_memory_bytes() {
 }
 
 KvCacheBudget choose_kv_cache_budget(const EngineArgs& args, const TextConfig& config,
-                                     int max_model_len, std::optional<int64_t> available_bytes) {
+                                     int max_model_len, std::optional<int64_t> available_bytes,
+                                     cpu::KvDtype kv_dtype) {
   KvCacheBudget b;
   if (args.kv_cache_memory_bytes) {
     if (*args.kv_cache_memory_bytes <= 0) {
@@ -191,7 +192,7 @@ KvCacheBudget choose_kv_cache_budget(const EngineArgs& args, const TextConfig& c
     b.reason = "min(4 GiB, half of " + mib(*available_bytes) +
                " available); set --kv-cache-memory-bytes to choose";
   }
-  const int64_t useful = 2 * bytes_for_full_batch(args, config, max_model_len);
+  const int64_t useful = 2 * bytes_for_full_batch(args, config, max_model_len, kv_dtype);
   if (useful > 0 && useful < b.bytes) {
     b.bytes = useful;
     b.reason += ", capped at twice what --max-num-seqs sequences of --max-model-len use";

@@ -10,6 +10,7 @@
 
 #include "gemmaserve/llm.h"
 #include "gemmaserve/sampling_params.h"
+#include "kernels/cpu/kv_format.h"
 #include "model/config.h"
 
 namespace gemmaserve {
@@ -52,7 +53,9 @@ struct KvCacheBudget {
 // `available_bytes`; else min(4 GiB, half of it). Without explicit bytes, never more than twice
 // what max_num_seqs sequences of max_model_len tokens hold (the split between attention types
 // cannot fit every mix of lengths exactly, hence the factor). Throws InputError for bad values.
+// `kv_dtype` is what the cache stores (sets the bytes of that cap).
 KvCacheBudget choose_kv_cache_budget(const EngineArgs& args, const TextConfig& config,
-                                     int max_model_len, std::optional<int64_t> available_bytes);
+                                     int max_model_len, std::optional<int64_t> available_bytes,
+                                     cpu::KvDtype kv_dtype);
 
 }  // namespace gemmaserve

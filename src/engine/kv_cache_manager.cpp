@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "model/kv_cache.h"
 
 namespace gemmaserve {
 namespace {
@@ -329,25 +330,19 @@ bool KvCacheManager::reset_prefix_cache() {
 
 // ---- Capacity planning -------------------------------------------------------------------------
 
-int64_t kv_bytes_per_token(const TextConfig& config, AttentionType t, int kv_dtype_bytes) {
-  int64_t bytes = 0;
-  for (const LayerSpec& spec : config.layers) {
-    if (spec.kv_shared() || spec.type != t) continue;
-    bytes += int64_t{2} * spec.num_kv_heads * spec.head_dim * kv_dtype_bytes;  // K and V
-  }
-  return bytes;
+int64_t kv_bytes_per_token(const TextConfig& config, AttentionType t, cpu::KvDtype kv_dtype) {
+  return static_cast<int64_t>(KvCache::bytes_per_token(config, t, kv_dtype));
 }
 
 int64_t group_bytes_per_block(const TextConfig& config, AttentionType t, int block_size,
-                              int kv_dtype_bytes) {
-  return kv_bytes_per_token(config, t, kv_dtype_bytes) * block_size;
+                              cpu::KvDtype kv_dtype) {
+  return kv_bytes_per_token(config, t, kv_dtype) * block_size;
 }
 
-int64_t bytes_per_block(const TextConfig& config, int block_size, int kv_dtype_bytes) {
+int64_t bytes_per_block(const TextConfig& config, int block_size, cpu::KvDtype kv_dtype) {
   int64_t bytes = 0;
   for (int t = 0; t < kNumAttentionTypes; ++t) {
-    bytes +=
-        group_bytes_per_block(config, static_cast<AttentionType>(t), block_size, kv_dtype_bytes);
+    bytes += group_bytes_per_block(config, static_cast<AttentionType>(t), block_size, kv_dtype);
   }
   return bytes;
 }
@@ -359,10 +354,11 @@ int steady_blocks_per_sequence(int num_tokens, int block_size, int sliding_windo
 }
 
 KvBytesPerToken kv_bytes_per_token_at(const TextConfig& config, int context_len, int block_size,
-                                      int kv_dtype_bytes) {
+                                      cpu::KvDtype kv_dtype) {
   KvBytesPerToken out;
   for (const LayerSpec& spec : config.layers) {
-    out.naive += int64_t{2} * spec.num_kv_heads * spec.head_dim * kv_dtype_bytes;
+    out.naive += int64_t{2} * spec.num_kv_heads *
+                 static_cast<int64_t>(cpu::kv_row_bytes(kv_dtype, spec.head_dim));
   }
   if (context_len <= 0) return out;
   int64_t sequence_bytes = 0;
@@ -370,7 +366,7 @@ KvBytesPerToken kv_bytes_per_token_at(const TextConfig& config, int context_len,
     const auto type = static_cast<AttentionType>(t);
     const int window = type == AttentionType::kSliding ? config.sliding_window : 0;
     sequence_bytes += int64_t{steady_blocks_per_sequence(context_len, block_size, window)} *
-                      group_bytes_per_block(config, type, block_size, kv_dtype_bytes);
+                      group_bytes_per_block(config, type, block_size, kv_dtype);
   }
   out.ours = static_cast<double>(sequence_bytes) / context_len;
   return out;
@@ -392,7 +388,7 @@ std::optional<std::array<int, kNumAttentionTypes>> split_budget(const TextConfig
   for (int t = 0; t < kNumAttentionTypes; ++t) {
     const auto type = static_cast<AttentionType>(t);
     page[t] = has_cache_owning_layer(config, type)
-                  ? group_bytes_per_block(config, type, B, o.kv_dtype_bytes)
+                  ? group_bytes_per_block(config, type, B, o.kv_dtype)
                   : 0;
     const int window = type == AttentionType::kSliding ? config.sliding_window : 0;
     steady[t] = steady_blocks_per_sequence(max_model_len, B, window);
@@ -434,10 +430,6 @@ KvCachePlan plan_kv_cache(const TextConfig& config, const KvCachePlanOptions& op
   if (options.block_size <= 0) {
     throw InputError("--block-size must be positive, got " + std::to_string(options.block_size));
   }
-  if (options.kv_dtype_bytes <= 0) {
-    throw InputError("KV cache element size must be positive, got " +
-                     std::to_string(options.kv_dtype_bytes));
-  }
   if (options.memory_bytes <= 0) {
     throw InputError("--kv-cache-memory-bytes must be positive, got " +
                      std::to_string(options.memory_bytes));
@@ -464,8 +456,8 @@ KvCachePlan plan_kv_cache(const TextConfig& config, const KvCachePlanOptions& op
         hi = mid - 1;
       }
     }
-    const KvBytesPerToken per_token = kv_bytes_per_token_at(
-        config, options.max_model_len, options.block_size, options.kv_dtype_bytes);
+    const KvBytesPerToken per_token =
+        kv_bytes_per_token_at(config, options.max_model_len, options.block_size, options.kv_dtype);
     throw InputError(
         "--kv-cache-memory-bytes " + std::to_string(options.memory_bytes) +
         " is too small to serve one request of --max-model-len " +
@@ -478,14 +470,14 @@ KvCachePlan plan_kv_cache(const TextConfig& config, const KvCachePlanOptions& op
 
   KvCachePlan plan;
   plan.block_size = options.block_size;
+  plan.kv_dtype = options.kv_dtype;
   plan.max_model_len = options.max_model_len;
   plan.num_blocks = *blocks;
   plan.max_concurrency = -1;
   for (int t = 0; t < kNumAttentionTypes; ++t) {
     const auto type = static_cast<AttentionType>(t);
     if (plan.num_blocks[t] == 0) continue;
-    plan.block_bytes[t] =
-        group_bytes_per_block(config, type, options.block_size, options.kv_dtype_bytes);
+    plan.block_bytes[t] = group_bytes_per_block(config, type, options.block_size, options.kv_dtype);
     plan.total_bytes += plan.block_bytes[t] * plan.num_blocks[t];
     const int window = type == AttentionType::kSliding ? config.sliding_window : 0;
     const double per_request =
@@ -499,8 +491,8 @@ KvCachePlan plan_kv_cache(const TextConfig& config, const KvCachePlanOptions& op
                                ? type_index(AttentionType::kFull)
                                : type_index(AttentionType::kSliding);
   plan.num_tokens = int64_t{plan.num_blocks[tokens_group]} * options.block_size;
-  plan.bytes_per_token = kv_bytes_per_token_at(config, options.max_model_len, options.block_size,
-                                               options.kv_dtype_bytes);
+  plan.bytes_per_token =
+      kv_bytes_per_token_at(config, options.max_model_len, options.block_size, options.kv_dtype);
   return plan;
 }
 
@@ -517,6 +509,7 @@ std::vector<std::string> KvCachePlan::summary_lines() const {
     first = false;
   }
   lines.push_back(blocks_line);
+  lines.push_back(std::string("KV cache dtype: ") + cpu::kv_dtype_name(kv_dtype));
   lines.push_back("KV cache size: " + with_commas(num_tokens) + " tokens");
   char buf[160];
   std::snprintf(buf, sizeof(buf), "Maximum concurrency for %s tokens per request: %.2fx",

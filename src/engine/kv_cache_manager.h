@@ -35,6 +35,7 @@
 
 #include "engine/block_hash.h"
 #include "engine/block_pool.h"
+#include "kernels/cpu/kv_format.h"
 #include "model/config.h"
 
 namespace gemmaserve {
@@ -143,13 +144,14 @@ class KvCacheManager {
 
 // ---- Capacity planning -------------------------------------------------------------------------
 
-// Bytes of K+V for one token in every cache-owning layer of type t (KV-shared layers excluded).
-int64_t kv_bytes_per_token(const TextConfig& config, AttentionType t, int kv_dtype_bytes);
+// Bytes of K+V for one token in every cache-owning layer of type t (KV-shared layers excluded),
+// stored as kv_dtype (KvCache::bytes_per_token).
+int64_t kv_bytes_per_token(const TextConfig& config, AttentionType t, cpu::KvDtype kv_dtype);
 // One block of `block_size` tokens in every cache-owning layer of type t.
 int64_t group_bytes_per_block(const TextConfig& config, AttentionType t, int block_size,
-                              int kv_dtype_bytes);
+                              cpu::KvDtype kv_dtype);
 // One block in every cache-owning layer of the model (all groups).
-int64_t bytes_per_block(const TextConfig& config, int block_size, int kv_dtype_bytes);
+int64_t bytes_per_block(const TextConfig& config, int block_size, cpu::KvDtype kv_dtype);
 
 // Blocks one sequence of `num_tokens` holds in a group between steps: ceil(N/B) for full
 // attention, min(ceil(N/B), ceil((W-1)/B)+1) for a sliding window W.
@@ -162,11 +164,11 @@ struct KvBytesPerToken {
 // Per-token KV footprint of one sequence of `context_len` tokens, counting block rounding, the
 // sliding window and KV sharing.
 KvBytesPerToken kv_bytes_per_token_at(const TextConfig& config, int context_len, int block_size,
-                                      int kv_dtype_bytes);
+                                      cpu::KvDtype kv_dtype);
 
 struct KvCachePlanOptions {
   int block_size = 16;
-  int kv_dtype_bytes = 2;  // bytes per stored K/V element (4 for the float CPU KvCache)
+  cpu::KvDtype kv_dtype = cpu::KvDtype::kBF16;  // what KvCache stores (sets the bytes per row)
   int64_t memory_bytes = 0;
   int max_model_len = 0;
   int max_num_batched_tokens = 8192;  // largest prefill chunk, for the one-request check
@@ -174,6 +176,7 @@ struct KvCachePlanOptions {
 
 struct KvCachePlan {
   int block_size = 0;
+  cpu::KvDtype kv_dtype = cpu::KvDtype::kBF16;
   int max_model_len = 0;
   std::array<int, kNumAttentionTypes> num_blocks{};       // 0 for absent groups
   std::array<int64_t, kNumAttentionTypes> block_bytes{};  // bytes of one block per group
@@ -182,7 +185,8 @@ struct KvCachePlan {
   double max_concurrency = 0;       // sequences of max_model_len tokens that fit at once
   KvBytesPerToken bytes_per_token;  // at max_model_len
 
-  // Startup log lines: blocks, tokens, maximum concurrency, bytes per token ours vs naive.
+  // Startup log lines: blocks, dtype, tokens, maximum concurrency, bytes per token ours vs
+  // naive.
   std::vector<std::string> summary_lines() const;
 };
 

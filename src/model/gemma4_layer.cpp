@@ -1,13 +1,13 @@
 // One Gemma 4 decoder layer over the batch's rows: attention (own or shared KV), dense MLP,
 // optional MoE beside it, per-layer-input injection and the layer scalar.
-#include "model/gemma4_forward.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
+#include "model/gemma4_forward.h"
 
 namespace gemmaserve::detail {
 namespace {
@@ -63,7 +63,22 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
     }
   }
 
-  // Per-head norms and RoPE; then this layer's new K/V go into the cache.
+  // Per-head norms and RoPE; each row's new K/V then go into its cache slot (converted to
+  // the cache dtype), in the same parallel pass: rows of a step never share a slot.
+  const int t = static_cast<int>(spec.type);
+  const int bs = cache.block_size();
+  std::vector<int32_t> row_slot;  // physical block * bs + offset of each row's position
+  if (own_kv) {
+    row_slot.resize(static_cast<size_t>(R));
+    for (const SeqRows& sr : ws_.rows) {
+      const auto table = batch[static_cast<size_t>(sr.seq)].block_tables[t];
+      for (int32_t i = 0; i < sr.count; ++i) {
+        const int32_t pos = sr.first_pos + i;
+        row_slot[static_cast<size_t>(sr.row + i)] =
+            table[static_cast<size_t>(pos / bs)] * bs + pos % bs;
+      }
+    }
+  }
   for_rows(R, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* c = &cos_t[static_cast<size_t>(r * half)];
@@ -81,30 +96,13 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
         cpu::apply_rope(kh, hd, c, s, rope.rotated_pairs);
         cpu::rms_norm(vh, nullptr, vh, hd, eps);
       }
+      const int32_t slot = row_slot[static_cast<size_t>(r)];
+      cache.write(l, slot / bs, slot % bs, &ws_.k[static_cast<size_t>(r * kvw)],
+                  &ws_.v[static_cast<size_t>(r * kvw)]);
     }
   });
-  const int t = static_cast<int>(spec.type);
-  const int bs = cache.block_size();
-  if (own_kv) {
-    for (const SeqRows& sr : ws_.rows) {
-      const auto table = batch[static_cast<size_t>(sr.seq)].block_tables[t];
-      for (int32_t i = 0; i < sr.count; ++i) {
-        const int32_t pos = sr.first_pos + i;
-        const int block = table[static_cast<size_t>(pos / bs)];
-        const size_t row = static_cast<size_t>(sr.row + i);
-        std::memcpy(cache.key(l, block, pos % bs), &ws_.k[row * kvw], kvw * sizeof(float));
-        std::memcpy(cache.value(l, block, pos % bs), &ws_.v[row * kvw], kvw * sizeof(float));
-      }
-    }
-  }
 
-  const int src = spec.kv_source_layer;
-  cpu::PagedKv kv;
-  kv.k = cache.key(src, 0, 0);
-  kv.v = cache.value(src, 0, 0);
-  kv.block_size = bs;
-  kv.slot_stride = kvw;
-  kv.num_blocks = cache.num_blocks(spec.type);
+  const cpu::PagedKv kv = cache.paged(spec.kv_source_layer);
   cpu::AttentionShape shape;
   shape.num_heads = nH;
   shape.num_kv_heads = nKV;

@@ -3,7 +3,13 @@
 // without changing any output.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iostream>
+
+#include "core/error.h"
 #include "engine_test_support.h"
+#include "model/kv_cache.h"
+#include "model/test_model_presets.h"
 
 namespace gemmaserve::enginetest {
 namespace {
@@ -126,6 +132,7 @@ TEST(EngineMemory, TooSmallACacheForcesPreemptionWithoutChangingOutputs) {
   for (const char* model : {"dense", "moe"}) {
     EngineArgs roomy = tiny_args(model);
     roomy.max_model_len = 128;
+    roomy.kv_cache_dtype = "f32";  // the budget below is sized in f32 slots
     EngineArgs tight = roomy;
     tight.kv_cache_memory_bytes = 160 << 10;
     tight.long_prefill_token_threshold = 16;
@@ -146,6 +153,87 @@ TEST(EngineMemory, TooSmallACacheForcesPreemptionWithoutChangingOutputs) {
     }
     EXPECT_EQ(s.generation_tokens, 8u * 24u) << model;
     for (int b : s.kv_blocks_in_use) EXPECT_EQ(b, 0) << model;
+  }
+}
+
+// The same byte budget buys twice the tokens with bf16 K/V as with f32, and over 3x with fp8
+// or q8_0 (their rows carry scales); the plan's block bytes are KvCache's real slot sizes.
+TEST(EngineMemory, KvCacheDtypeSetsBytesPerTokenAndBlockCounts) {
+  EngineArgs f32_args = tiny_args("dense");
+  f32_args.kv_cache_dtype = "f32";
+  const KvCachePlan f32 = make_engine(f32_args)->kv_cache_plan();
+  EXPECT_EQ(f32.kv_dtype, cpu::KvDtype::kF32);
+  struct Case {
+    const char* flag;
+    cpu::KvDtype dtype;
+    double min_token_ratio;
+  };
+  for (const Case& c :
+       {Case{"auto", cpu::KvDtype::kBF16, 2.0}, Case{"bf16", cpu::KvDtype::kBF16, 2.0},
+        Case{"fp8", cpu::KvDtype::kFp8E4M3, 3.1}, Case{"q8_0", cpu::KvDtype::kQ8_0, 3.5}}) {
+    EngineArgs args = tiny_args("dense");
+    args.kv_cache_dtype = c.flag;
+    auto engine = make_engine(args);
+    const KvCachePlan plan = engine->kv_cache_plan();
+    const TextConfig& text = engine->model_config().text;
+    EXPECT_EQ(plan.kv_dtype, c.dtype) << c.flag;
+    for (int t = 0; t < kNumAttentionTypes; ++t) {
+      const auto type = static_cast<AttentionType>(t);
+      EXPECT_EQ(
+          plan.block_bytes[t],
+          static_cast<int64_t>(KvCache::bytes_per_token(text, type, c.dtype)) * args.block_size)
+          << c.flag;
+    }
+    EXPECT_LE(plan.total_bytes, *args.kv_cache_memory_bytes) << c.flag;
+    EXPECT_GE(static_cast<double>(plan.num_tokens),
+              c.min_token_ratio * static_cast<double>(f32.num_tokens) - 2 * args.block_size)
+        << c.flag;
+    EXPECT_LT(plan.bytes_per_token.ours, f32.bytes_per_token.ours / (c.min_token_ratio - 0.01))
+        << c.flag;
+    if (c.dtype == cpu::KvDtype::kBF16) {
+      EXPECT_EQ(plan.bytes_per_token.naive * 2, f32.bytes_per_token.naive);
+      for (int t = 0; t < kNumAttentionTypes; ++t) {
+        EXPECT_GE(plan.num_blocks[t], 2 * f32.num_blocks[t]) << t;
+        EXPECT_LE(plan.num_blocks[t], 2 * f32.num_blocks[t] + 2) << t;
+      }
+    }
+    // It serves requests (every dtype's kernels behind the engine).
+    const RunResult r = run_together(*engine, {greedy_request("a", prompt_of(60, 3), 5)});
+    EXPECT_EQ(r.outputs[0].outputs[0].token_ids.size(), 5u) << c.flag;
+  }
+  EngineArgs bad = tiny_args("dense");
+  bad.kv_cache_dtype = "fp8_e5m2";
+  EXPECT_THROW(make_engine(bad), InputError);
+}
+
+// Bytes per token of one 4096-token sequence of each released geometry per KV dtype (blocks of
+// 16; sliding groups hold only the window; KV-shared layers cost nothing), against the naive
+// cache (every layer keeps every token) in the same dtype. fp8 and q8_0 rows carry scales.
+TEST(EngineMemory, BytesPerTokenOfTheReleasedModelsPerDtype) {
+  for (const char* name : {"e2b", "e4b", "31b", "26b-a4b"}) {
+    const TextConfig config = parse_model_config(test_model_config(name), name).text;
+    const KvBytesPerToken bf16 = kv_bytes_per_token_at(config, 4096, 16, cpu::KvDtype::kBF16);
+    for (cpu::KvDtype dtype :
+         {cpu::KvDtype::kF32, cpu::KvDtype::kBF16, cpu::KvDtype::kFp8E4M3, cpu::KvDtype::kQ8_0}) {
+      const KvBytesPerToken b = kv_bytes_per_token_at(config, 4096, 16, dtype);
+      std::cout << "[ bytes    ] " << name << " " << cpu::kv_dtype_name(dtype) << ": ours "
+                << std::llround(b.ours) << " naive " << b.naive << "\n";
+      const double ratio = b.ours / bf16.ours;
+      switch (dtype) {
+        case cpu::KvDtype::kF32:
+          EXPECT_DOUBLE_EQ(ratio, 2.0) << name;
+          break;
+        case cpu::KvDtype::kFp8E4M3:
+          EXPECT_LT(ratio, 0.51) << name;
+          break;
+        case cpu::KvDtype::kQ8_0:
+          EXPECT_LT(ratio, 0.54) << name;
+          break;
+        default:
+          EXPECT_DOUBLE_EQ(ratio, 1.0) << name;
+          break;
+      }
+    }
   }
 }
 

@@ -130,24 +130,31 @@ TEST(KvCacheBudget, ExplicitUtilizationDefaultAndCap) {
   args.max_num_seqs = 256;
   const int64_t avail = int64_t{10} << 30;
   args.kv_cache_memory_bytes = 123456789;
-  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail).bytes, 123456789);
+  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail, cpu::KvDtype::kF32).bytes,
+            123456789);
   args.kv_cache_memory_bytes.reset();
   // Default: min(4 GiB, half of what is available).
-  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail).bytes, int64_t{4} << 30);
-  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, int64_t{6} << 30).bytes, int64_t{3} << 30);
-  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, std::nullopt).bytes, int64_t{4} << 30);
+  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail, cpu::KvDtype::kF32).bytes,
+            int64_t{4} << 30);
+  EXPECT_EQ(
+      choose_kv_cache_budget(args, config, 131072, int64_t{6} << 30, cpu::KvDtype::kF32).bytes,
+      int64_t{3} << 30);
+  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, std::nullopt, cpu::KvDtype::kF32).bytes,
+            int64_t{4} << 30);
   args.gpu_memory_utilization = 0.75;
-  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail).bytes,
+  EXPECT_EQ(choose_kv_cache_budget(args, config, 131072, avail, cpu::KvDtype::kF32).bytes,
             static_cast<int64_t>(0.75 * static_cast<double>(avail)));
   // Never more than twice what max_num_seqs sequences of max_model_len can hold.
   args.max_num_seqs = 2;
-  const int64_t capped = choose_kv_cache_budget(args, config, 64, avail).bytes;
-  const int64_t full_block = group_bytes_per_block(config, AttentionType::kFull, 16, 4);
-  const int64_t sliding_block = group_bytes_per_block(config, AttentionType::kSliding, 16, 4);
+  const int64_t capped = choose_kv_cache_budget(args, config, 64, avail, cpu::KvDtype::kF32).bytes;
+  const int64_t full_block =
+      group_bytes_per_block(config, AttentionType::kFull, 16, cpu::KvDtype::kF32);
+  const int64_t sliding_block =
+      group_bytes_per_block(config, AttentionType::kSliding, 16, cpu::KvDtype::kF32);
   // 64 tokens: 4 full blocks, 2 sliding blocks per sequence; one 2048-token chunk (128 blocks).
   EXPECT_EQ(capped, 2 * (full_block * (2 * 4 + 128) + sliding_block * (2 * 2 + 128)));
   args.gpu_memory_utilization = 1.5;
-  EXPECT_EQ(error_of([&] { choose_kv_cache_budget(args, config, 64, avail); }),
+  EXPECT_EQ(error_of([&] { choose_kv_cache_budget(args, config, 64, avail, cpu::KvDtype::kF32); }),
             "--gpu-memory-utilization must be in (0, 1], got 1.500000");
 }
 
@@ -229,10 +236,13 @@ TEST(EngineFlags, EveryEngineFlagUnderVllmsName) {
 
   ArgParser q;
   add_engine_flags(q);
-  q.parse({"--kv-cache-memory-bytes=1000", "--enable-prefix-caching"}, 0);
+  q.parse({"--kv-cache-memory-bytes=1000", "--enable-prefix-caching", "--kv-cache-dtype", "fp8"},
+          0);
   const EngineArgs b = engine_args_from_flags(q, "m");
   EXPECT_EQ(b.kv_cache_memory_bytes, 1000);
   EXPECT_TRUE(b.enable_prefix_caching);
+  EXPECT_EQ(b.kv_cache_dtype, "fp8");
+  EXPECT_EQ(a.kv_cache_dtype, "auto");
   EXPECT_EQ(b.max_num_seqs, 256);  // vLLM's default
   EXPECT_FALSE(b.gpu_memory_utilization.has_value());
 }

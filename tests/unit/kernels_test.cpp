@@ -379,7 +379,7 @@ TEST(Attention, MatchesReferenceWithPagingWindowsAndGqa) {
     build_case(s, data, g, false);
     int64_t rows = 0;
     std::vector<AttentionSeq> seqs = make_seqs(data, &rows);
-    PagedKv kv{s.k.data(), s.v.data(), s.block_size, static_cast<int64_t>(geo.nkv) * geo.hd,
+    PagedKv kv{s.k.data(), s.v.data(), s.block_size, static_cast<int64_t>(geo.nkv) * geo.hd * 4,
                s.num_blocks};
     ASSERT_TRUE(attention_blocks_valid(kv, s.shape, seqs));
     const std::vector<float> q = stack_q(data);
@@ -427,7 +427,7 @@ TEST(Attention, SlidingWindowNeverReadsBlocksOutsideIt) {
   build_case(s, data, g, /*invalid_outside=*/true);
   int64_t rows = 0;
   std::vector<AttentionSeq> seqs = make_seqs(data, &rows);
-  PagedKv kv{s.k.data(), s.v.data(), s.block_size, 64, s.num_blocks};
+  PagedKv kv{s.k.data(), s.v.data(), s.block_size, 64 * 4, s.num_blocks};
   // -1 entries lie wholly before the window: valid, and never dereferenced.
   ASSERT_EQ(data[0].table.front(), -1);
   ASSERT_TRUE(attention_blocks_valid(kv, s.shape, seqs));
@@ -463,7 +463,7 @@ TEST(Attention, ExplicitKeyRanges) {
   for (int32_t i = 0; i < 12; ++i)
     ranges.push_back(i >= 3 && i < 8 ? KeyRange{0, 8} : KeyRange{0, i + 1});
   seqs[0].key_ranges = ranges;
-  PagedKv kv{s.k.data(), s.v.data(), s.block_size, 16, s.num_blocks};
+  PagedKv kv{s.k.data(), s.v.data(), s.block_size, 16 * 4, s.num_blocks};
   ASSERT_TRUE(attention_blocks_valid(kv, s.shape, seqs));
   std::vector<float> out(static_cast<size_t>(rows) * 32);
   paged_attention(data[0].q.data(), 32, kv, s.shape, seqs, out.data(), 32, nullptr);

@@ -149,17 +149,19 @@ TEST(KvCacheManager, KvSharedLayersCostNothing) {
   const TextConfig eight_shared = make_text_config(12, {kS, kS, kF}, 1, 1, 8, 16, 8, kWindow);
   for (const TextConfig* c : {&two_shared, &eight_shared}) {
     for (AttentionType t : {kS, kF}) {
-      EXPECT_EQ(kv_bytes_per_token(*c, t, 2), kv_bytes_per_token(owners_only, t, 2));
+      EXPECT_EQ(kv_bytes_per_token(*c, t, cpu::KvDtype::kBF16),
+                kv_bytes_per_token(owners_only, t, cpu::KvDtype::kBF16));
     }
-    EXPECT_EQ(bytes_per_block(*c, 16, 2), bytes_per_block(owners_only, 16, 2));
+    EXPECT_EQ(bytes_per_block(*c, 16, cpu::KvDtype::kBF16),
+              bytes_per_block(owners_only, 16, cpu::KvDtype::kBF16));
     // The naive count pays for the shared layers.
-    EXPECT_GT(kv_bytes_per_token_at(*c, 64, kBlock, 2).naive,
-              kv_bytes_per_token_at(owners_only, 64, kBlock, 2).naive);
+    EXPECT_GT(kv_bytes_per_token_at(*c, 64, kBlock, cpu::KvDtype::kBF16).naive,
+              kv_bytes_per_token_at(owners_only, 64, kBlock, cpu::KvDtype::kBF16).naive);
   }
   // 3 sliding layers x (K+V) x 1 head x 8 dims x 2 bytes; 1 full layer x 2 x 16 x 2.
-  EXPECT_EQ(kv_bytes_per_token(owners_only, kS, 2), 3 * 2 * 8 * 2);
-  EXPECT_EQ(kv_bytes_per_token(owners_only, kF, 2), 1 * 2 * 16 * 2);
-  EXPECT_EQ(group_bytes_per_block(owners_only, kF, 16, 2), 16 * 2 * 16 * 2);
+  EXPECT_EQ(kv_bytes_per_token(owners_only, kS, cpu::KvDtype::kBF16), 3 * 2 * 8 * 2);
+  EXPECT_EQ(kv_bytes_per_token(owners_only, kF, cpu::KvDtype::kBF16), 1 * 2 * 16 * 2);
+  EXPECT_EQ(group_bytes_per_block(owners_only, kF, 16, cpu::KvDtype::kBF16), 16 * 2 * 16 * 2);
 }
 
 // ---- Sliding-window release --------------------------------------------------------------------
@@ -452,7 +454,8 @@ TEST(KvCachePlanning, BytesPerTokenOfTheReleasedModels) {
                                {"31b", 289920, 901120},
                                {"26b-a4b", 72480, 225280}};
   for (const Expected& e : expected) {
-    const KvBytesPerToken b = kv_bytes_per_token_at(preset_config(e.name), 4096, 16, 2);
+    const KvBytesPerToken b =
+        kv_bytes_per_token_at(preset_config(e.name), 4096, 16, cpu::KvDtype::kBF16);
     std::cout << "BYTES_PER_TOKEN " << e.name << " ours=" << std::llround(b.ours)
               << " naive=" << b.naive << "\n";
     EXPECT_DOUBLE_EQ(b.ours, static_cast<double>(e.ours)) << e.name;
@@ -464,7 +467,7 @@ TEST(KvCachePlanning, PlanReportsBlocksTokensAndConcurrency) {
   const TextConfig e2b = preset_config("e2b");
   KvCachePlanOptions o;
   o.block_size = 16;
-  o.kv_dtype_bytes = 2;
+  o.kv_dtype = cpu::KvDtype::kBF16;
   o.memory_bytes = int64_t{1} << 30;
   o.max_model_len = 4096;
   const KvCachePlan plan = plan_kv_cache(e2b, o);
@@ -507,7 +510,7 @@ TEST(KvCachePlanning, PlanMatchesTheModelsFloatKvCache) {
   const TextConfig config = small_hybrid();
   KvCachePlanOptions o;
   o.block_size = kBlock;
-  o.kv_dtype_bytes = sizeof(float);
+  o.kv_dtype = cpu::KvDtype::kF32;
   o.memory_bytes = 1 << 20;
   o.max_model_len = 256;
   o.max_num_batched_tokens = 64;
@@ -515,7 +518,7 @@ TEST(KvCachePlanning, PlanMatchesTheModelsFloatKvCache) {
   const KvCache cache(config, plan.num_blocks, kBlock);
   EXPECT_EQ(static_cast<int64_t>(cache.total_bytes()), plan.total_bytes);
   EXPECT_EQ(static_cast<int64_t>(KvCache::bytes_per_token(config, kS)),
-            kv_bytes_per_token(config, kS, sizeof(float)));
+            kv_bytes_per_token(config, kS, cpu::KvDtype::kF32));
 }
 
 TEST(KvCachePlanning, SingleGroupModelsGetTheWholeBudget) {
@@ -525,7 +528,7 @@ TEST(KvCachePlanning, SingleGroupModelsGetTheWholeBudget) {
   o.memory_bytes = 10000;
   o.max_model_len = 64;
   const KvCachePlan plan = plan_kv_cache(full_only, o);
-  const int64_t page = group_bytes_per_block(full_only, kF, 4, 2);
+  const int64_t page = group_bytes_per_block(full_only, kF, 4, cpu::KvDtype::kBF16);
   EXPECT_EQ(plan.num_blocks[kSlidingIdx], 0);
   EXPECT_EQ(plan.num_blocks[kFullIdx], 10000 / page);
   EXPECT_DOUBLE_EQ(plan.max_concurrency, static_cast<double>(10000 / page) / 16.0);

@@ -5,11 +5,13 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_internal.h"
+
 namespace gemmaserve::cpu {
+namespace detail {
 namespace {
 
-constexpr int kChunk = 32;  // keys scored before one softmax rescale
-constexpr int kTile = 16;   // accumulator floats kept in registers while summing a chunk
+constexpr int kTile = 16;  // accumulator floats kept in registers while summing a chunk
 
 // q·k with 16 partial sums: enough independent add chains to hide latency.
 inline float dot16(const float* __restrict a, const float* __restrict b, int n) {
@@ -24,48 +26,36 @@ inline float dot16(const float* __restrict a, const float* __restrict b, int n) 
   return s;
 }
 
-// One work item: every query head of one KV-head group for one query token. Heads of a group
-// share each loaded key; each head's arithmetic is the same as if it ran alone.
-struct Item {
-  int32_t seq;
-  int32_t query;
-  int32_t kv_head;
-};
+}  // namespace
 
-struct Workspace {
-  std::vector<float> scores;  // [group, kChunk]
-  std::vector<float> acc;     // [group, head_dim]
-  std::vector<float> max, sum;
-};
-
-inline const float* slot(const float* base, const PagedKv& kv, std::span<const int32_t> table,
-                         int32_t pos) {
-  const int64_t block = table[static_cast<size_t>(pos / kv.block_size)];
-  const int64_t offset = pos % kv.block_size;
-  return base + (block * kv.block_size + offset) * kv.slot_stride;
-}
-
-void run_item(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
-              const AttentionSeq& seq, const Item& item, float* out, size_t ldo, Workspace& ws) {
-  const int group = shape.num_heads / shape.num_kv_heads;
+// Reads each chunk's K rows, then its V rows, decoded to f32 in ws.rows.
+void attend_group_portable(const PagedKv& kv, const AttentionShape& shape,
+                           const AttentionGroupTask& task, AttentionScratch& ws) {
+  constexpr int kChunk = kAttentionKeyChunk;
+  const int group = task.group;
   const int hd = shape.head_dim;
-  const KeyRange range = attention_key_range(seq, shape, item.query);
-  const size_t row = static_cast<size_t>(seq.q_row + item.query);
-  const int first_head = item.kv_head * group;
-  const float* qrow = q + row * ldq + static_cast<size_t>(first_head) * hd;
-  float* orow = out + row * ldo + static_cast<size_t>(first_head) * hd;
-  const int64_t kv_off = static_cast<int64_t>(item.kv_head) * hd;
+  const int64_t row_bytes = static_cast<int64_t>(kv_row_bytes(kv.dtype, hd));
+  const int64_t head_offset = task.kv_head * row_bytes;
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  int64_t slots[kChunk];
 
   std::fill(ws.acc.begin(), ws.acc.begin() + static_cast<size_t>(group) * hd, 0.0f);
   std::fill(ws.max.begin(), ws.max.begin() + group, -std::numeric_limits<float>::infinity());
   std::fill(ws.sum.begin(), ws.sum.begin() + group, 0.0f);
 
-  for (int32_t c0 = range.begin; c0 < range.end; c0 += kChunk) {
-    const int n = std::min<int32_t>(kChunk, range.end - c0);
+  for (int32_t c0 = task.range.begin; c0 < task.range.end; c0 += kChunk) {
+    const int n = std::min<int32_t>(kChunk, task.range.end - c0);
     for (int j = 0; j < n; ++j) {
-      const float* key = slot(kv.k, kv, seq.block_table, c0 + j) + kv_off;
+      const int32_t pos = c0 + j;
+      const int64_t block = task.block_table[static_cast<size_t>(pos / kv.block_size)];
+      slots[j] = (block * kv.block_size + pos % kv.block_size) * kv.slot_bytes + head_offset;
+      decode_kv_row(kv.dtype, kbase + slots[j], hd, &ws.rows[static_cast<size_t>(j) * hd]);
+    }
+    for (int j = 0; j < n; ++j) {
+      const float* key = &ws.rows[static_cast<size_t>(j) * hd];
       for (int g = 0; g < group; ++g) {
-        ws.scores[g * kChunk + j] = dot16(qrow + g * hd, key, hd) * shape.scale;
+        ws.scores[g * kChunk + j] = dot16(task.q + g * hd, key, hd) * shape.scale;
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -85,8 +75,9 @@ void run_item(const float* q, size_t ldq, const PagedKv& kv, const AttentionShap
         ws.sum[g] += s[j];
       }
     }
-    const float* vals[kChunk];
-    for (int j = 0; j < n; ++j) vals[j] = slot(kv.v, kv, seq.block_table, c0 + j) + kv_off;
+    for (int j = 0; j < n; ++j) {
+      decode_kv_row(kv.dtype, vbase + slots[j], hd, &ws.rows[static_cast<size_t>(j) * hd]);
+    }
     for (int g = 0; g < group; ++g) {
       const float* p = &ws.scores[g * kChunk];
       float* acc = &ws.acc[static_cast<size_t>(g) * hd];
@@ -96,26 +87,49 @@ void run_item(const float* q, size_t ldq, const PagedKv& kv, const AttentionShap
         float t[kTile];
         for (int d = 0; d < kTile; ++d) t[d] = acc[d0 + d];
         for (int j = 0; j < n; ++j) {
-          const float* v = vals[j] + d0;
+          const float* v = &ws.rows[static_cast<size_t>(j) * hd + d0];
           for (int d = 0; d < kTile; ++d) t[d] += p[j] * v[d];
         }
         for (int d = 0; d < kTile; ++d) acc[d0 + d] = t[d];
       }
       for (int j = 0; j < n; ++j) {
-        for (int d = d0; d < hd; ++d) acc[d] += p[j] * vals[j][d];
+        const float* v = &ws.rows[static_cast<size_t>(j) * hd];
+        for (int d = d0; d < hd; ++d) acc[d] += p[j] * v[d];
       }
     }
   }
   for (int g = 0; g < group; ++g) {
     const float l = ws.sum[g];
     const float* acc = &ws.acc[static_cast<size_t>(g) * hd];
-    float* o = orow + static_cast<size_t>(g) * hd;
+    float* o = task.out + static_cast<size_t>(g) * hd;
     if (l > 0.0f) {
       for (int d = 0; d < hd; ++d) o[d] = acc[d] / l;
     } else {
       std::fill(o, o + hd, 0.0f);
     }
   }
+}
+
+}  // namespace detail
+
+namespace {
+
+// One work item: every query head of one KV-head group for one query token.
+struct Item {
+  int32_t seq;
+  int32_t query;
+  int32_t kv_head;
+};
+
+detail::AttendGroupFn attend_fn(SimdIsa isa, int head_dim) {
+  if (head_dim % 16 != 0) return detail::attend_group_portable;
+#if defined(__x86_64__)
+  if (isa == SimdIsa::kAvx512) return detail::attend_group_avx512;
+  if (isa == SimdIsa::kAvx2) return detail::attend_group_avx2;
+#else
+  (void)isa;
+#endif
+  return detail::attend_group_portable;
 }
 
 }  // namespace
@@ -152,7 +166,15 @@ bool attention_blocks_valid(const PagedKv& kv, const AttentionShape& shape,
 
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
                      std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool) {
+  paged_attention(q, ldq, kv, shape, seqs, out, ldo, pool, best_simd_isa());
+}
+
+void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
+                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
+                     SimdIsa isa) {
   const int group = shape.num_heads / shape.num_kv_heads;
+  const int hd = shape.head_dim;
+  const detail::AttendGroupFn attend = attend_fn(isa, hd);
   // Items ordered sequence -> KV head -> query, so neighbouring items reuse cached keys.
   std::vector<Item> items;
   std::vector<int64_t> cost_prefix{0};
@@ -167,13 +189,21 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
   }
   if (items.empty()) return;
   auto run_range = [&](size_t begin, size_t end) {
-    Workspace ws;
-    ws.scores.resize(static_cast<size_t>(group) * kChunk);
-    ws.acc.resize(static_cast<size_t>(group) * shape.head_dim);
-    ws.max.resize(group);
-    ws.sum.resize(group);
+    detail::AttentionScratch ws;
+    ws.prepare(group, hd);
     for (size_t i = begin; i < end; ++i) {
-      run_item(q, ldq, kv, shape, seqs[static_cast<size_t>(items[i].seq)], items[i], out, ldo, ws);
+      const Item& item = items[i];
+      const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
+      const size_t row = static_cast<size_t>(seq.q_row + item.query);
+      const size_t first_head = static_cast<size_t>(item.kv_head) * group;
+      detail::AttentionGroupTask task;
+      task.q = q + row * ldq + first_head * hd;
+      task.out = out + row * ldo + first_head * hd;
+      task.range = attention_key_range(seq, shape, item.query);
+      task.block_table = seq.block_table;
+      task.kv_head = item.kv_head;
+      task.group = group;
+      attend(kv, shape, task, ws);
     }
   };
   const size_t parts = pool == nullptr ? 1 : pool->size();

@@ -8,17 +8,21 @@
 #include <span>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/kv_format.h"
+#include "kernels/cpu/simd_isa.h"
 
 namespace gemmaserve::cpu {
 
-// One layer's paged K/V: the slot of (block, offset) starts at
-// base + (block * block_size + offset) * slot_stride floats and holds [num_kv_heads, head_dim].
+// One layer's paged K/V: the slot of (block, offset) starts at byte
+// (block * block_size + offset) * slot_bytes of k / v and holds num_kv_heads rows of
+// kv_row_bytes(dtype, head_dim) bytes each (see kv_format.h for the row layouts).
 struct PagedKv {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
   int block_size = 0;
-  int64_t slot_stride = 0;
+  int64_t slot_bytes = 0;
   int64_t num_blocks = 0;
+  KvDtype dtype = KvDtype::kF32;
 };
 
 struct AttentionShape {
@@ -54,7 +58,15 @@ bool attention_blocks_valid(const PagedKv& kv, const AttentionShape& shape,
 
 // q: rows of [num_heads, head_dim] with row stride ldq; out: same layout with stride ldo.
 // Callers check attention_blocks_valid first (workers cannot report errors).
+// Work items are (sequence, KV head, query): the query heads sharing a KV head are computed
+// together so each K/V row is loaded once per group, keys in ascending position, 32 per
+// softmax rescale. Items are split statically by key count over the pool. Uses the widest
+// supported SIMD level; head dims that are not a multiple of 16 take the portable path.
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
                      std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool);
+// The same at a given SIMD level (which must be supported), for tests and benchmarks.
+void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
+                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
+                     SimdIsa isa);
 
 }  // namespace gemmaserve::cpu

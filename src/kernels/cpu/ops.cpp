@@ -4,9 +4,12 @@
 #include <cmath>
 #include <limits>
 
-namespace gemmaserve::cpu {
+#include "kernels/cpu/simd_kernels.h"
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+namespace gemmaserve::cpu {
+namespace {
+
+void rms_norm_portable(const float* x, const float* w, float* y, int64_t n, float eps) {
   // Double accumulation keeps the mean of squares exact to f32 whatever n is.
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
@@ -19,10 +22,72 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void apply_rope_portable(float* x, int head_dim, const float* cos_v, const float* sin_v,
+                         int rotated_pairs) {
+  const int half = head_dim / 2;
+  float* lo = x;
+  float* hi = x + half;
+  for (int i = 0; i < rotated_pairs; ++i) {
+    const float a = lo[i], b = hi[i];
+    lo[i] = a * cos_v[i] - b * sin_v[i];
+    hi[i] = b * cos_v[i] + a * sin_v[i];
+  }
+}
+
+void gelu_tanh_mul_portable(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+void soft_cap_portable(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+}
+
+void softmax_portable(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  float lanes[8] = {};
+  int64_t i = 0;
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    lanes[i % 8] += x[i];
+  }
+  const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                    ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  const float inv = 1.0f / sum;
+  for (i = 0; i < n; ++i) x[i] *= inv;
+}
+
+constexpr ElementwiseKernels kPortableKernels{rms_norm_portable, apply_rope_portable,
+                                              gelu_tanh_mul_portable, soft_cap_portable,
+                                              softmax_portable};
+
+const ElementwiseKernels& best_kernels() { return elementwise_kernels(best_simd_isa()); }
+
+}  // namespace
+
+const ElementwiseKernels& elementwise_kernels(SimdIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case SimdIsa::kAvx2:
+      return detail::avx2_elementwise_kernels();
+    case SimdIsa::kAvx512:
+      return detail::avx512_elementwise_kernels();
+#endif
+    default:
+      return kPortableKernels;
+  }
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  best_kernels().rms_norm(x, w, y, n, eps);
+}
+
 void rms_norm_rows(const float* x, size_t ldx, const float* w, float* y, size_t ldy, int64_t rows,
                    int64_t n, float eps) {
+  const ElementwiseKernels& k = best_kernels();
   for (int64_t r = 0; r < rows; ++r) {
-    rms_norm(x + static_cast<size_t>(r) * ldx, w, y + static_cast<size_t>(r) * ldy, n, eps);
+    k.rms_norm(x + static_cast<size_t>(r) * ldx, w, y + static_cast<size_t>(r) * ldy, n, eps);
   }
 }
 
@@ -49,38 +114,15 @@ void rope_cos_sin(int64_t pos, const float* inv_freq, int pairs, float* cos_out,
 }
 
 void apply_rope(float* x, int head_dim, const float* cos_v, const float* sin_v, int rotated_pairs) {
-  const int half = head_dim / 2;
-  float* lo = x;
-  float* hi = x + half;
-  for (int i = 0; i < rotated_pairs; ++i) {
-    const float a = lo[i], b = hi[i];
-    lo[i] = a * cos_v[i] - b * sin_v[i];
-    hi[i] = b * cos_v[i] + a * sin_v[i];
-  }
+  best_kernels().apply_rope(x, head_dim, cos_v, sin_v, rotated_pairs);
 }
 
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+  best_kernels().gelu_tanh_mul(gate, up, out, n);
 }
 
-void soft_cap(float* x, int64_t n, float cap) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
-}
+void soft_cap(float* x, int64_t n, float cap) { best_kernels().soft_cap(x, n, cap); }
 
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  float lanes[8] = {};
-  int64_t i = 0;
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    lanes[i % 8] += x[i];
-  }
-  const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-                    ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  const float inv = 1.0f / sum;
-  for (i = 0; i < n; ++i) x[i] *= inv;
-}
+void softmax(float* x, int64_t n) { best_kernels().softmax(x, n); }
 
 }  // namespace gemmaserve::cpu

@@ -1,9 +1,13 @@
 // Element-wise and row-wise f32 kernels of the Gemma 4 forward pass (no model knowledge).
+// rms_norm, apply_rope, gelu_tanh_mul, soft_cap and softmax run at the widest supported SIMD
+// level (simd_isa.h); every level gives a row the same result whatever the batch.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/cpu/simd_isa.h"
 
 namespace gemmaserve::cpu {
 
@@ -48,5 +52,18 @@ void soft_cap(float* x, int64_t n, float cap);
 
 // In-place softmax over n values (max-subtracted, multiplied by the reciprocal sum).
 void softmax(float* x, int64_t n);
+
+// One SIMD level's versions of the dispatched ops (same contracts as above). They differ from
+// the portable ones by the vector exp/tanh (~2 ulp), FMA contraction and summation order.
+struct ElementwiseKernels {
+  void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
+  void (*apply_rope)(float* x, int head_dim, const float* cos_v, const float* sin_v,
+                     int rotated_pairs);
+  void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*soft_cap)(float* x, int64_t n, float cap);
+  void (*softmax)(float* x, int64_t n);
+};
+// `isa` must be supported (simd_isa_supported).
+const ElementwiseKernels& elementwise_kernels(SimdIsa isa);
 
 }  // namespace gemmaserve::cpu

@@ -1,0 +1,300 @@
+// The attention work item over vector traits V (see simd_vec_x86.h), for head_dim % 16 == 0.
+// Included by the per-ISA translation units after their `#pragma GCC target`.
+//
+// Per chunk of 32 keys: each key row is widened from the cache dtype once and dotted with all
+// heads of the group (up to 8 accumulators in registers); the online-softmax statistics are
+// updated per head; then each value row is widened once per 8 heads and accumulated. A head's
+// arithmetic never depends on how many heads share the group or on other work items.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/simd_math.h"
+
+// Internal linkage: each ISA's translation unit gets its own copies, never merged by the linker.
+namespace gemmaserve::cpu::simd {
+namespace {
+
+constexpr int kChunk = detail::kAttentionKeyChunk;
+constexpr int kHeadBlock = 8;  // heads whose accumulators share one widened K/V vector
+
+// Elements [d, d + width) of one cache row as f32 (fp8 still to be multiplied by its row
+// scale, q8_0 already scaled). `q8_values` is the offset of q8_0's int8 values in the row.
+template <class V, KvDtype D>
+inline typename V::F load_kv(const uint8_t* row, int d, int q8_values) {
+  if constexpr (D == KvDtype::kF32) {
+    return V::load(reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (D == KvDtype::kBF16) {
+    return V::load_bf16(row + 2 * d);
+  } else if constexpr (D == KvDtype::kF16) {
+    return V::load_f16(row + 2 * d);
+  } else if constexpr (D == KvDtype::kFp8E4M3) {
+    return V::mul(V::load_e4m3_scaled(row + d), V::set1(0x1p120f));
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * (d / kKvQ8BlockElems), 2);
+    return V::mul(V::load_i8(row + q8_values + d), V::set1(_cvtsh_ss(h)));
+  }
+}
+
+// fp8's per-row scale (1 for the other dtypes, whose rows carry none or fold it in).
+template <KvDtype D>
+inline float row_scale(const uint8_t* row, int head_dim) {
+  if constexpr (D == KvDtype::kFp8E4M3) {
+    float s;
+    std::memcpy(&s, row + head_dim, sizeof(float));
+    return s;
+  } else {
+    return 1.0f;
+  }
+}
+
+// Independent accumulator chains per head: few heads alone cannot hide the FMA latency.
+template <int G>
+constexpr int kChains = G <= 2 ? 4 : (G <= 4 ? 2 : 1);
+
+// scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q.
+template <class V, KvDtype D, int G>
+void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, float scale,
+                int q8_values, float* scores) {
+  using F = typename V::F;
+  constexpr int S = kChains<G>;
+  constexpr int W = V::kWidth;
+  for (int j = 0; j < n; ++j) {
+    F acc[S][G];
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) acc[c][g] = V::zero();
+    }
+    int d = 0;
+    for (; d + S * W <= hd; d += S * W) {
+      for (int c = 0; c < S; ++c) {
+        const F k = load_kv<V, D>(krows[j], d + c * W, q8_values);
+        for (int g = 0; g < G; ++g) {
+          acc[c][g] = V::fmadd(V::load(q + g * hd + d + c * W), k, acc[c][g]);
+        }
+      }
+    }
+    for (; d < hd; d += W) {
+      const F k = load_kv<V, D>(krows[j], d, q8_values);
+      for (int g = 0; g < G; ++g) acc[0][g] = V::fmadd(V::load(q + g * hd + d), k, acc[0][g]);
+    }
+    const float rs = row_scale<D>(krows[j], hd) * scale;
+    for (int g = 0; g < G; ++g) {
+      F total = acc[0][g];
+      for (int c = 1; c < S; ++c) total = V::add(total, acc[c][g]);
+      scores[g * kChunk + j] = V::reduce_add(total) * rs;
+    }
+  }
+}
+
+// acc_g += sum_j weights[g * kChunk + j] * v_j for G heads; every element sums the keys in
+// order (the chains split the head dimension, not the keys).
+template <class V, KvDtype D, int G>
+void accumulate_values(const float* weights, const uint8_t* const* vrows, int n, int hd,
+                       int q8_values, float* acc) {
+  using F = typename V::F;
+  constexpr int S = kChains<G>;
+  constexpr int W = V::kWidth;
+  int d = 0;
+  for (; d + S * W <= hd; d += S * W) {
+    F a[S][G];
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) a[c][g] = V::load(acc + g * hd + d + c * W);
+    }
+    for (int j = 0; j < n; ++j) {
+      for (int c = 0; c < S; ++c) {
+        const F v = load_kv<V, D>(vrows[j], d + c * W, q8_values);
+        for (int g = 0; g < G; ++g) {
+          a[c][g] = V::fmadd(V::set1(weights[g * kChunk + j]), v, a[c][g]);
+        }
+      }
+    }
+    for (int c = 0; c < S; ++c) {
+      for (int g = 0; g < G; ++g) V::store(acc + g * hd + d + c * W, a[c][g]);
+    }
+  }
+  for (; d < hd; d += W) {
+    F a[G];
+    for (int g = 0; g < G; ++g) a[g] = V::load(acc + g * hd + d);
+    for (int j = 0; j < n; ++j) {
+      const F v = load_kv<V, D>(vrows[j], d, q8_values);
+      for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(weights[g * kChunk + j]), v, a[g]);
+    }
+    for (int g = 0; g < G; ++g) V::store(acc + g * hd + d, a[g]);
+  }
+}
+
+template <class V, KvDtype D>
+void score_block(int heads, const float* q, int hd, const uint8_t* const* krows, int n, float scale,
+                 int q8_values, float* scores) {
+  switch (heads) {
+    case 1:
+      return score_keys<V, D, 1>(q, hd, krows, n, scale, q8_values, scores);
+    case 2:
+      return score_keys<V, D, 2>(q, hd, krows, n, scale, q8_values, scores);
+    case 3:
+      return score_keys<V, D, 3>(q, hd, krows, n, scale, q8_values, scores);
+    case 4:
+      return score_keys<V, D, 4>(q, hd, krows, n, scale, q8_values, scores);
+    case 5:
+      return score_keys<V, D, 5>(q, hd, krows, n, scale, q8_values, scores);
+    case 6:
+      return score_keys<V, D, 6>(q, hd, krows, n, scale, q8_values, scores);
+    case 7:
+      return score_keys<V, D, 7>(q, hd, krows, n, scale, q8_values, scores);
+    default:
+      return score_keys<V, D, 8>(q, hd, krows, n, scale, q8_values, scores);
+  }
+}
+
+template <class V, KvDtype D>
+void accumulate_block(int heads, const float* weights, const uint8_t* const* vrows, int n, int hd,
+                      int q8_values, float* acc) {
+  switch (heads) {
+    case 1:
+      return accumulate_values<V, D, 1>(weights, vrows, n, hd, q8_values, acc);
+    case 2:
+      return accumulate_values<V, D, 2>(weights, vrows, n, hd, q8_values, acc);
+    case 3:
+      return accumulate_values<V, D, 3>(weights, vrows, n, hd, q8_values, acc);
+    case 4:
+      return accumulate_values<V, D, 4>(weights, vrows, n, hd, q8_values, acc);
+    case 5:
+      return accumulate_values<V, D, 5>(weights, vrows, n, hd, q8_values, acc);
+    case 6:
+      return accumulate_values<V, D, 6>(weights, vrows, n, hd, q8_values, acc);
+    case 7:
+      return accumulate_values<V, D, 7>(weights, vrows, n, hd, q8_values, acc);
+    default:
+      return accumulate_values<V, D, 8>(weights, vrows, n, hd, q8_values, acc);
+  }
+}
+
+// Row addresses of keys [c0, c0 + n) of the task's KV head.
+inline void chunk_rows(const PagedKv& kv, const detail::AttentionGroupTask& task, int32_t c0, int n,
+                       int64_t head_offset, const uint8_t** krows, const uint8_t** vrows) {
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  for (int j = 0; j < n; ++j) {
+    const int32_t pos = c0 + j;
+    const int64_t block = task.block_table[static_cast<size_t>(pos / kv.block_size)];
+    const int64_t slot = block * kv.block_size + pos % kv.block_size;
+    krows[j] = kbase + slot * kv.slot_bytes + head_offset;
+    vrows[j] = vbase + slot * kv.slot_bytes + head_offset;
+  }
+}
+
+// Requests rows' cache lines ahead of use: paged, head-strided rows defeat the hardware
+// prefetcher, and decode attention is bound by how fast the cache streams in.
+inline void prefetch_rows(const uint8_t* const* rows, int n, int64_t row_bytes) {
+  for (int j = 0; j < n; ++j) {
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(rows[j] + b, 0, 3);
+  }
+}
+
+template <class V, KvDtype D>
+void attend_group(const PagedKv& kv, const AttentionShape& shape,
+                  const detail::AttentionGroupTask& task, detail::AttentionScratch& ws) {
+  using F = typename V::F;
+  static_assert(kChunk % V::kWidth == 0);
+  const int hd = shape.head_dim;
+  const int group = task.group;
+  const int64_t row_bytes = static_cast<int64_t>(kv_row_bytes(D, hd));
+  const int64_t head_offset = task.kv_head * row_bytes;
+  const int q8_values = 2 * ((hd + kKvQ8BlockElems - 1) / kKvQ8BlockElems);
+  float* acc = ws.acc.data();
+  std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.0f);
+  std::fill(ws.max.begin(), ws.max.begin() + group, -std::numeric_limits<float>::infinity());
+  std::fill(ws.sum.begin(), ws.sum.begin() + group, 0.0f);
+  const uint8_t* rows[2][2][kChunk];  // [chunk parity][K, V][key]
+  int parity = 0;
+  if (task.range.begin < task.range.end) {
+    chunk_rows(kv, task, task.range.begin,
+               std::min<int32_t>(kChunk, task.range.end - task.range.begin), head_offset,
+               rows[0][0], rows[0][1]);
+  }
+
+  for (int32_t c0 = task.range.begin; c0 < task.range.end; c0 += kChunk, parity ^= 1) {
+    const int n = std::min<int32_t>(kChunk, task.range.end - c0);
+    const uint8_t* const* krows = rows[parity][0];
+    const uint8_t* const* vrows = rows[parity][1];
+    // This chunk's V streams in while its keys are scored, the next chunk's K while V is summed.
+    prefetch_rows(vrows, n, row_bytes);
+    for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
+      score_block<V, D>(std::min(kHeadBlock, group - g0), task.q + static_cast<size_t>(g0) * hd, hd,
+                        krows, n, shape.scale, q8_values, &ws.scores[g0 * kChunk]);
+    }
+    const int32_t next = c0 + kChunk;
+    if (next < task.range.end) {
+      const int next_n = std::min<int32_t>(kChunk, task.range.end - next);
+      chunk_rows(kv, task, next, next_n, head_offset, rows[parity ^ 1][0], rows[parity ^ 1][1]);
+      prefetch_rows(rows[parity ^ 1][0], next_n, row_bytes);
+    }
+    for (int g = 0; g < group; ++g) {
+      float* s = &ws.scores[g * kChunk];
+      float cmax = ws.max[g];
+      for (int j = 0; j < n; ++j) cmax = std::max(cmax, s[j]);
+      if (cmax > ws.max[g]) {
+        // exp(-inf) = 0 on the first chunk, so the empty accumulators stay zero.
+        const F corr = V::set1(std::exp(ws.max[g] - cmax));
+        float* a = acc + static_cast<size_t>(g) * hd;
+        for (int d = 0; d < hd; d += V::kWidth) V::store(a + d, V::mul(V::load(a + d), corr));
+        ws.sum[g] *= std::exp(ws.max[g] - cmax);
+        ws.max[g] = cmax;
+      }
+      std::fill(s + n, s + kChunk, -std::numeric_limits<float>::infinity());
+      const F m = V::set1(cmax);
+      for (int j = 0; j < kChunk; j += V::kWidth) {
+        V::store(s + j, vexp<V>(V::sub(V::load(s + j), m)));
+      }
+      float sum = ws.sum[g];
+      for (int j = 0; j < n; ++j) sum += s[j];
+      ws.sum[g] = sum;
+      if constexpr (D == KvDtype::kFp8E4M3) {
+        float* w = &ws.weights[g * kChunk];
+        for (int j = 0; j < n; ++j) w[j] = s[j] * row_scale<D>(vrows[j], hd);
+      }
+    }
+    const float* weights = D == KvDtype::kFp8E4M3 ? ws.weights.data() : ws.scores.data();
+    for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
+      accumulate_block<V, D>(std::min(kHeadBlock, group - g0), weights + g0 * kChunk, vrows, n, hd,
+                             q8_values, acc + static_cast<size_t>(g0) * hd);
+    }
+  }
+  for (int g = 0; g < group; ++g) {
+    const float l = ws.sum[g];
+    const float* a = acc + static_cast<size_t>(g) * hd;
+    float* o = task.out + static_cast<size_t>(g) * hd;
+    if (l > 0.0f) {
+      const F lv = V::set1(l);
+      for (int d = 0; d < hd; d += V::kWidth) V::store(o + d, V::div(V::load(a + d), lv));
+    } else {
+      std::fill(o, o + hd, 0.0f);
+    }
+  }
+}
+
+template <class V>
+void attend_group_any(const PagedKv& kv, const AttentionShape& shape,
+                      const detail::AttentionGroupTask& task, detail::AttentionScratch& ws) {
+  switch (kv.dtype) {
+    case KvDtype::kF32:
+      return attend_group<V, KvDtype::kF32>(kv, shape, task, ws);
+    case KvDtype::kBF16:
+      return attend_group<V, KvDtype::kBF16>(kv, shape, task, ws);
+    case KvDtype::kF16:
+      return attend_group<V, KvDtype::kF16>(kv, shape, task, ws);
+    case KvDtype::kFp8E4M3:
+      return attend_group<V, KvDtype::kFp8E4M3>(kv, shape, task, ws);
+    case KvDtype::kQ8_0:
+      return attend_group<V, KvDtype::kQ8_0>(kv, shape, task, ws);
+  }
+}
+
+}  // namespace
+}  // namespace gemmaserve::cpu::simd

@@ -1,0 +1,52 @@
+// The attention and element-wise kernels compiled for AVX2 + FMA + F16C; called only after
+// simd_isa_supported() says the CPU has it.
+#if defined(__x86_64__)
+
+// Standard and project headers first: only the templates below get the ISA's target, so no
+// inline function shared with other translation units is ever compiled for it.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/simd_kernels.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+// GCC 12 reports its own AVX-512 intrinsics' undefined-register idiom as uninitialised.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#define GS_VEC_AVX2
+#include "kernels/cpu/attention_simd.h"
+#include "kernels/cpu/ops_simd.h"
+#include "kernels/cpu/simd_vec_x86.h"
+
+namespace gemmaserve::cpu::detail {
+
+void attend_group_avx2(const PagedKv& kv, const AttentionShape& shape,
+                       const AttentionGroupTask& task, AttentionScratch& ws) {
+  simd::attend_group_any<simd::VecAvx2>(kv, shape, task, ws);
+}
+
+const ElementwiseKernels& avx2_elementwise_kernels() {
+  static constexpr ElementwiseKernels kKernels{
+      simd::rms_norm<simd::VecAvx2>, simd::apply_rope<simd::VecAvx2>,
+      simd::gelu_tanh_mul<simd::VecAvx2>, simd::soft_cap<simd::VecAvx2>,
+      simd::softmax<simd::VecAvx2>};
+  return kKernels;
+}
+
+}  // namespace gemmaserve::cpu::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+#endif  // __x86_64__
