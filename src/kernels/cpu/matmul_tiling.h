@@ -25,12 +25,15 @@ constexpr int kTileRowsX = 4;  // X rows per tile
 constexpr int kTileRowsW = 4;  // W rows per tile (each converted once per K chunk, used RX times)
 // X rows processed against a W tile before moving on: their f32 data stays in L2 while W is
 // streamed once per block. Bytes, divided by the row size.
-constexpr size_t kXBlockBytes = size_t{768} << 10;
+constexpr size_t kXBlockBytes = size_t{384} << 10;
+// W rows applied to each X tile of a block in turn (prefill): they stay in L2 meanwhile.
+constexpr size_t kWPanelBytes = size_t{192} << 10;
 
 template <class V, DType D, int RX, int RW>
 void matmul_tile(const float* x, size_t ldx, const std::byte* w, size_t w_row_bytes, int64_t k,
                  float* y, size_t ldy) {
   using Vec = typename V::Vec;
+  constexpr size_t kElemBytes = D == DType::kF32 ? 4 : 2;
   Vec acc[RX][RW];
 #pragma GCC unroll 8
   for (int t = 0; t < RX; ++t)
@@ -41,6 +44,11 @@ void matmul_tile(const float* x, size_t ldx, const std::byte* w, size_t w_row_by
   for (int r = 0; r < RW; ++r) wr[r] = w + static_cast<size_t>(r) * w_row_bytes;
   int64_t i = 0;
   for (; i + kLanes <= k; i += kLanes) {
+    // The next tile's W rows follow these: fetch them now, so W arrives as one stream.
+#pragma GCC unroll 8
+    for (int r = 0; r < RW; ++r) {
+      __builtin_prefetch(wr[r] + RW * w_row_bytes + static_cast<size_t>(i) * kElemBytes);
+    }
     Vec wv[RW];
 #pragma GCC unroll 8
     for (int r = 0; r < RW; ++r) wv[r] = V::template load_w<D>(wr[r], i);
@@ -100,27 +108,44 @@ constexpr TileFn<V, D> tile_for(int rx, int rw) {
   }
 }
 
-// Columns [n0, n1) for all rows: X in L2-sized row blocks; per block, each W tile is read once
-// (converted in registers) and applied to every X row of the block.
+// Runs the tiles of X rows [t0, t1) x W rows [n0, n1), X tiles outer when x_outer (the X tile
+// then stays in L1 while the W tiles come from L2), else W tiles outer (each W tile read once).
 template <class V, DType D>
-void matmul_range_tiled(const MatmulArgs& a, int64_t n0, int64_t n1) {
+void run_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, int64_t n1, bool x_outer) {
   const size_t row_bytes = dtype_row_bytes(D, a.k);
   const auto* w = static_cast<const std::byte*>(a.w);
+  const TileFn<V, D> full = tile_for<V, D>(kTileRowsX, kTileRowsW);
+  auto one = [&](int64_t t, int64_t n) {
+    const int rx = static_cast<int>(t1 - t < kTileRowsX ? t1 - t : kTileRowsX);
+    const int rw = static_cast<int>(n1 - n < kTileRowsW ? n1 - n : kTileRowsW);
+    const TileFn<V, D> fn = rx == kTileRowsX && rw == kTileRowsW ? full : tile_for<V, D>(rx, rw);
+    fn(a.x + static_cast<size_t>(t) * a.ldx, a.ldx, w + static_cast<size_t>(n) * row_bytes,
+       row_bytes, a.k, a.y + static_cast<size_t>(t) * a.ldy + n, a.ldy);
+  };
+  if (x_outer) {
+    for (int64_t t = t0; t < t1; t += kTileRowsX)
+      for (int64_t n = n0; n < n1; n += kTileRowsW) one(t, n);
+  } else {
+    for (int64_t n = n0; n < n1; n += kTileRowsW)
+      for (int64_t t = t0; t < t1; t += kTileRowsX) one(t, n);
+  }
+}
+
+// Columns [n0, n1) for all rows. Few rows (decode): each W tile is streamed from memory once
+// and applied to every row. Many rows (prefill): X in L2-sized row blocks, W in L2-sized
+// panels, X tiles outer within a panel. Neither choice changes any element's arithmetic.
+template <class V, DType D>
+void matmul_range_tiled(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  if (a.t <= 2 * kTileRowsX) return run_tiles<V, D>(a, 0, a.t, n0, n1, false);
+  const size_t row_bytes = dtype_row_bytes(D, a.k);
   int64_t block = static_cast<int64_t>(kXBlockBytes / (static_cast<size_t>(a.k) * sizeof(float)));
   block = block < kTileRowsX ? kTileRowsX : block - block % kTileRowsX;
-  const TileFn<V, D> full = tile_for<V, D>(kTileRowsX, kTileRowsW);
+  int64_t panel = static_cast<int64_t>(kWPanelBytes / row_bytes);
+  panel = panel < kTileRowsW ? kTileRowsW : panel - panel % kTileRowsW;
   for (int64_t t0 = 0; t0 < a.t; t0 += block) {
     const int64_t t1 = t0 + block < a.t ? t0 + block : a.t;
-    for (int64_t n = n0; n < n1; n += kTileRowsW) {
-      const int rw = static_cast<int>(n1 - n < kTileRowsW ? n1 - n : kTileRowsW);
-      const std::byte* wt = w + static_cast<size_t>(n) * row_bytes;
-      for (int64_t t = t0; t < t1; t += kTileRowsX) {
-        const int rx = static_cast<int>(t1 - t < kTileRowsX ? t1 - t : kTileRowsX);
-        const TileFn<V, D> fn =
-            rx == kTileRowsX && rw == kTileRowsW ? full : tile_for<V, D>(rx, rw);
-        fn(a.x + static_cast<size_t>(t) * a.ldx, a.ldx, wt, row_bytes, a.k,
-           a.y + static_cast<size_t>(t) * a.ldy + n, a.ldy);
-      }
+    for (int64_t p0 = n0; p0 < n1; p0 += panel) {
+      run_tiles<V, D>(a, t0, t1, p0, p0 + panel < n1 ? p0 + panel : n1, true);
     }
   }
 }
