@@ -70,8 +70,8 @@ const char* kMatmulUsage =
     "usage: gemmaserve bench matmul [--t T (1)] [--k K (1536)] [--n N (6144)] [--dtype "
     "bf16|f16|f32]\n"
     "                              [--threads N] [--isa portable|avx2|avx512] [--iters N (20)]\n"
-    "                              [--json]\n"
-    "Y[T,N] = X[T,K] W[N,K]^T; cycles through enough copies of W (>= 512 MiB) that every\n"
+    "                              [--stream-mib M (512)] [--json]\n"
+    "Y[T,N] = X[T,K] W[N,K]^T; cycles through enough copies of W (>= M MiB) that every\n"
     "call streams W from memory, as decode does.\n";
 
 }  // namespace
@@ -148,7 +148,7 @@ int run_bench_membw(const std::vector<std::string>& args) {
 int run_bench_matmul(const std::vector<std::string>& args) {
   ArgParser p;
   p.value("--t").value("--k").value("--n").value("--dtype").value("--threads").value("--isa");
-  p.value("--iters").flag("--json").flag("--help", {"-h"});
+  p.value("--iters").value("--stream-mib").flag("--json").flag("--help", {"-h"});
   p.parse(args, 0);
   if (p.get_flag("--help")) {
     std::cout << kMatmulUsage;
@@ -171,7 +171,8 @@ int run_bench_matmul(const std::vector<std::string>& args) {
   const cpu::CpuIsa isa =
       p.get("--isa") ? cpu::parse_cpu_isa(p.get("--isa")->c_str()) : cpu::cpu_isa();
   const size_t w_bytes = dtype_row_bytes(dtype, k) * static_cast<size_t>(n);
-  const size_t copies = std::max<size_t>(1, ((size_t{512} << 20) + w_bytes - 1) / w_bytes);
+  const size_t stream_bytes = static_cast<size_t>(positive(p, "--stream-mib", 512)) << 20;
+  const size_t copies = std::max<size_t>(1, (stream_bytes + w_bytes - 1) / w_bytes);
   std::vector<uint16_t> w((w_bytes * copies + 1) / 2);
   std::mt19937 rng(1);
   for (uint16_t& v : w) v = static_cast<uint16_t>(0x3c00 | (rng() & 0x3ff));  // finite in all
