@@ -8,8 +8,10 @@
 #include <immintrin.h>
 
 // GCC 12's avx512fintrin.h "undefined" vectors (__Y = __Y) trip -Wuninitialized when inlined.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))), \
