@@ -70,7 +70,7 @@ const char* kMatmulUsage =
     "usage: gemmaserve bench matmul [--t T (1)] [--k K (1536)] [--n N (6144)] [--dtype "
     "bf16|f16|f32]\n"
     "                              [--threads N] [--isa portable|avx2|avx512] [--iters N (20)]\n"
-    "                              [--stream-mib M (512)] [--json]\n"
+    "                              [--stream-mib M (512)] [--precision f32|bf16] [--json]\n"
     "Y[T,N] = X[T,K] W[N,K]^T; cycles through enough copies of W (>= M MiB) that every\n"
     "call streams W from memory, as decode does.\n";
 
@@ -148,7 +148,11 @@ int run_bench_membw(const std::vector<std::string>& args) {
 int run_bench_matmul(const std::vector<std::string>& args) {
   ArgParser p;
   p.value("--t").value("--k").value("--n").value("--dtype").value("--threads").value("--isa");
-  p.value("--iters").value("--stream-mib").flag("--json").flag("--help", {"-h"});
+  p.value("--iters")
+      .value("--stream-mib")
+      .value("--precision")
+      .flag("--json")
+      .flag("--help", {"-h"});
   p.parse(args, 0);
   if (p.get_flag("--help")) {
     std::cout << kMatmulUsage;
@@ -181,6 +185,11 @@ int run_bench_matmul(const std::vector<std::string>& args) {
   ThreadPool pool(static_cast<size_t>(threads));
   cpu::MatmulArgs a{
       x.data(), static_cast<size_t>(k), w.data(), dtype, y.data(), static_cast<size_t>(n), t, k, n};
+  const std::string precision = p.get("--precision").value_or("f32");
+  if (precision != "f32" && precision != "bf16") {
+    throw InputError("--precision must be f32 or bf16, got " + precision);
+  }
+  if (precision == "bf16") a.precision = cpu::MatmulPrecision::kBF16;
   std::vector<double> times, cpu_times;
   for (int i = 0; i < iters + 2; ++i) {
     a.w =
@@ -210,6 +219,7 @@ int run_bench_matmul(const std::vector<std::string>& args) {
                                 {"median_s", median},
                                 {"gflop_per_s", gflops},
                                 {"weight_gb_per_s", gbps},
+                                {"precision", precision},
                                 {"cpu_time_gflop_per_s", cpu_gflops}}
                      .dump(2)
               << "\n";

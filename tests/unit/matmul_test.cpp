@@ -195,6 +195,52 @@ TEST(Matmul, DotMatchesMatmulElement) {
   }
 }
 
+// The optional bf16-activation path: X rounded to bf16, products exact, f32 sums; and still
+// row-invariant. Where the CPU lacks AVX512_BF16 it must be exactly the f32 path.
+TEST(Matmul, Bf16ActivationsMatchRoundedReferenceAndStayInvariant) {
+  std::mt19937 g(16);
+  ThreadPool pool(2);
+  for (int64_t k : {1, 31, 33, 100, 1536}) {
+    const int64_t t = 21, n = 37;
+    const std::vector<float> x = random_vec(static_cast<size_t>(t * k), g);
+    const Weights w = make_weights(DType::kBF16, static_cast<size_t>(n * k), g);
+    std::vector<float> y(static_cast<size_t>(t * n)), f32(y.size());
+    MatmulArgs a{x.data(), static_cast<size_t>(k), w.data(), DType::kBF16,
+                 y.data(), static_cast<size_t>(n), t,        k,
+                 n};
+    a.precision = MatmulPrecision::kBF16;
+    matmul(a, &pool);
+    MatmulArgs plain = a;
+    plain.precision = MatmulPrecision::kF32;
+    plain.y = f32.data();
+    matmul(plain, &pool);
+    const bool bf16_kernel = cpu_isa() == CpuIsa::kAvx512 && cpu_features().avx512_bf16;
+    if (!bf16_kernel) {
+      EXPECT_EQ(0, std::memcmp(y.data(), f32.data(), y.size() * 4));
+      continue;
+    }
+    for (int64_t r = 0; r < t; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double p =
+              static_cast<double>(bf16_to_f32(f32_to_bf16(x[r * k + i]))) * w.f32[c * k + i];
+          ref += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(y[r * n + c], ref, 2e-6 * mag + 1e-30) << k << " " << r << "," << c;
+      }
+      std::vector<float> one(static_cast<size_t>(n));
+      MatmulArgs single = a;
+      single.x = x.data() + r * k;
+      single.t = 1;
+      single.y = one.data();
+      matmul(single, nullptr);
+      ASSERT_EQ(0, std::memcmp(one.data(), &y[r * n], n * 4)) << "row " << r << " k " << k;
+    }
+  }
+}
+
 TEST(Matmul, RejectsQuantizedAndOtherDtypes) {
   float x = 1.0f, y = 0.0f;
   const int32_t w = 1;

@@ -13,6 +13,12 @@
 
 namespace gemmaserve::cpu {
 
+// kF32 (default): X stays f32, golden-accurate. kBF16: X is rounded to bf16 and multiplied with
+// AVX512_BF16 dot products (about twice the f32 rate, for prefill); applies to bf16 weights on
+// CPUs with avx512_bf16 at the avx512 level, elsewhere it is kF32. Reduction order is still
+// fixed by K alone.
+enum class MatmulPrecision { kF32, kBF16 };
+
 struct MatmulArgs {
   const float* x = nullptr;  // [T, K] with row stride ldx
   size_t ldx = 0;
@@ -23,6 +29,7 @@ struct MatmulArgs {
   int64_t t = 0;  // rows of X
   int64_t k = 0;  // reduction length
   int64_t n = 0;  // rows of W = output columns
+  MatmulPrecision precision = MatmulPrecision::kF32;
 };
 
 // Runs on `pool` (nullptr = calling thread only), split statically over N, with the kernels of

@@ -3,6 +3,7 @@
 // matmul_tiling.h's tiles, so every level reduces each output element in the same order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/matmul.h"
@@ -17,6 +18,9 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void matmul_range_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 float dot_f32_avx512(const float* a, const float* b, int64_t n);
+// MatmulPrecision::kBF16 with bf16 W: x_bf16 is X rounded to bf16 (row stride ldx_bf16).
+void matmul_range_avx512_bf16(const MatmulArgs& a, const uint16_t* x_bf16, size_t ldx_bf16,
+                              int64_t n_begin, int64_t n_end);
 #endif
 
 }  // namespace gemmaserve::cpu::detail
