@@ -8,13 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "cli/arg_parser.h"
+#include "cli/bench_kernels.h"
 #include "cli/bench_serve_command.h"
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "model/weights.h"
 
 namespace gemmaserve {
 namespace {
@@ -26,12 +29,17 @@ constexpr const char* kUsage =
     "                                  [--num-prompts N (1000)] [--n N] [--json]\n"
     "                                  [--output-json PATH] [engine options]\n"
     "       gemmaserve bench latency MODEL [--input-len N (32)] [--output-len N (128)]\n"
-    "                               [--batch-size N (8)] [--num-iters N (30)]\n"
-    "                               [--num-iters-warmup N (10)] [--json] [--output-json PATH]\n"
-    "                               [engine options]\n"
+    "                               [--batch-size N (8)] [--num-iters|--repeat N (30)]\n"
+    "                               [--num-iters-warmup N (10)] [--membw-size-mib M (1024)]\n"
+    "                               [--json] [--output-json PATH] [engine options]\n"
+    "       gemmaserve bench membw [--threads N] [--size-mib M (1024)] [--json]\n"
+    "       gemmaserve bench matmul [--t T] [--k K] [--n N] [--dtype D] [--threads N] [--isa I]\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
-    "--num-iters generate calls of --batch-size prompts each.\n";
+    "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"
+    "(max_tokens 1): pp tokens/s = prompt tokens / prefill time, tg tokens/s = generated tokens\n"
+    "after the first / (full time - prefill time), medians; the roofline is the measured read\n"
+    "bandwidth / weight bytes per step (weights are read once per step for the whole batch).\n";
 
 int positive_flag(const ArgParser& p, const std::string& name, int fallback) {
   const int v = p.get_int(name, fallback);
@@ -120,6 +128,12 @@ int run_throughput(const ArgParser& p, const EngineArgs& ea) {
   return 0;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int input_len = positive_flag(p, "--input-len", 32);
   const int output_len = positive_flag(p, "--output-len", 128);
@@ -128,20 +142,34 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int warmup = p.get_int("--num-iters-warmup", 10);
   if (warmup < 0) throw InputError("--num-iters-warmup must be >= 0");
   const int n = positive_flag(p, "--n", 1);
+  const int membw_mib = positive_flag(p, "--membw-size-mib", 1024);
+  // Weight bytes from a second mapping of the checkpoint (shares the page cache).
+  const uint64_t bytes_per_step = weight_bytes_per_token(load_model_weights(ea.model));
+  const int threads = ea.threads > 0
+                          ? ea.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double membw = measure_read_bandwidth(static_cast<size_t>(membw_mib) << 20, threads);
   LLM llm(ea);
   std::mt19937_64 rng(ea.seed);
   const SamplingParams sp = bench_params(output_len, n);
+  const SamplingParams prefill_only = bench_params(1, n);
   // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
   for (int i = 0; i < warmup; ++i) {
     llm.generate(random_prompts(rng, batch_size, input_len, llm.vocab_size()), sp);
   }
-  std::vector<double> latencies;
+  std::vector<double> latencies, prefill_times, decode_times;
   for (int i = 0; i < num_iters; ++i) {
+    const std::vector<Prompt> first = random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    Clock::time_point start = Clock::now();
+    llm.generate(first, prefill_only);
+    const double prefill = seconds_since(start);
     const std::vector<Prompt> prompts =
         random_prompts(rng, batch_size, input_len, llm.vocab_size());
-    const Clock::time_point start = Clock::now();
+    start = Clock::now();
     llm.generate(prompts, sp);
     latencies.push_back(seconds_since(start));
+    prefill_times.push_back(prefill);
+    decode_times.push_back(std::max(latencies.back() - prefill, 1e-9));
   }
   const double avg = std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                      static_cast<double>(latencies.size());
@@ -155,11 +183,32 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const double output_tps = static_cast<double>(batch_size) * n * output_len / avg;
   std::printf("Throughput: %.2f output tokens/s (batch %d x %d tokens / avg latency)\n", output_tps,
               batch_size, output_len);
+  const double pp_tps = static_cast<double>(batch_size) * input_len / median(prefill_times);
+  const double tg_tps =
+      output_len > 1 ? static_cast<double>(batch_size) * n * (output_len - 1) / median(decode_times)
+                     : 0.0;
+  const double roofline = static_cast<double>(batch_size) * n * membw /
+                          static_cast<double>(std::max<uint64_t>(bytes_per_step, 1));
+  std::printf("pp%d: %.2f tokens/s   tg%d: %.2f tokens/s   (batch %d, %d threads, medians)\n",
+              input_len, pp_tps, output_len, tg_tps, batch_size, threads);
+  std::printf(
+      "Roofline: %.3f GB of weights per step, %.2f GB/s read -> %.2f tokens/s; tg at %.1f%%\n",
+      static_cast<double>(bytes_per_step) / 1e9, membw / 1e9, roofline, 100.0 * tg_tps / roofline);
   std::fflush(stdout);
   emit_json(p, {{"avg_latency", avg},
                 {"latencies", latencies},
                 {"percentiles", pct},
-                {"output_tokens_per_second", output_tps}});
+                {"output_tokens_per_second", output_tps},
+                {"input_len", input_len},
+                {"output_len", output_len},
+                {"batch_size", batch_size},
+                {"threads", threads},
+                {"pp_tokens_per_s", pp_tps},
+                {"tg_tokens_per_s", tg_tps},
+                {"weight_bytes_per_token", bytes_per_step},
+                {"membw_bytes_per_s", membw},
+                {"roofline_tokens_per_s", roofline},
+                {"roofline_fraction", tg_tps / roofline}});
   return 0;
 }
 
@@ -171,16 +220,21 @@ int run_bench_command(const std::vector<std::string>& args) {
     return args.empty() ? 2 : 0;
   }
   const std::string mode = args[0];
-  if (mode == "serve") return run_bench_serve_command({args.begin() + 1, args.end()});
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (mode == "serve") return run_bench_serve_command(rest);
+  if (mode == "membw") return run_bench_membw(rest);
+  if (mode == "matmul") return run_bench_matmul(rest);
   if (mode != "throughput" && mode != "latency") {
-    throw InputError("bench: unknown benchmark '" + mode + "' (expected throughput or latency)");
+    throw InputError("bench: unknown benchmark '" + mode +
+                     "' (expected throughput, latency, serve, membw or matmul)");
   }
   ArgParser p;
   add_engine_flags(p);
   p.value("--model").value("--input-len").value("--output-len").value("--num-prompts");
-  p.value("--batch-size").value("--num-iters").value("--num-iters-warmup").value("--n");
+  p.value("--batch-size").value("--num-iters", {"--repeat"}).value("--num-iters-warmup");
+  p.value("--n").value("--membw-size-mib");
   p.value("--output-json").flag("--json").flag("--help", {"-h"});
-  p.parse(std::vector<std::string>(args.begin() + 1, args.end()), 1);
+  p.parse(rest, 1);
   if (p.get_flag("--help")) {
     std::cout << kUsage << engine_flags_usage();
     return 0;

@@ -135,8 +135,8 @@ void remove_stale_checkpoint_files(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name == "config.json" || name == "model.safetensors" ||
-        name == "model.safetensors.index.json" ||
-        name == "model.safetensors.partial" || is_shard_name(name)) {
+        name == "model.safetensors.index.json" || name == "model.safetensors.partial" ||
+        is_shard_name(name)) {
       stale.push_back(e.path());
     }
   }

@@ -1,9 +1,46 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace gemmaserve {
 namespace {
+
+// How long an idle thread polls before sleeping: longer than the gaps between the parallel
+// sections of one decode step, short enough not to burn a core between requests.
+constexpr auto kSpinTime = std::chrono::microseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+// Waits until `value` differs from `old`: polls for kSpinTime, then sleeps (futex).
+uint32_t wait_for_change(const std::atomic<uint32_t>& value, uint32_t old) {
+  uint32_t now = value.load(std::memory_order_acquire);
+  if (now != old) return now;
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 1;; ++i) {
+    cpu_relax();
+    now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
+  }
+  for (;;) {
+    value.wait(old, std::memory_order_acquire);
+    now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+  }
+}
 
 // Chunk `index` of `parts` over [0, n) in units of `grain`.
 std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t index) {
@@ -14,19 +51,46 @@ std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t ind
   return {std::min(n, begin_unit * grain), std::min(n, end_unit * grain)};
 }
 
+#if defined(__linux__)
+// The index-th CPU of the process's affinity mask (round-robin), or -1 if unknown.
+int nth_allowed_cpu(size_t index) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
+  const int count = CPU_COUNT(&set);
+  if (count <= 0) return -1;
+  int want = static_cast<int>(index % static_cast<size_t>(count));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set) && want-- == 0) return cpu;
+  }
+  return -1;
+}
+
+void pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+}
+#else
+int nth_allowed_cpu(size_t) { return -1; }
+void pin_current_thread(int) {}
+#endif
+
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads) {
+ThreadPool::ThreadPool(size_t num_threads, bool pin_to_cpus) {
   if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  for (size_t i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (size_t i = 1; i < num_threads; ++i) {
+    const int cpu = pin_to_cpus ? nth_allowed_cpu(i) : -1;
+    workers_.emplace_back([this, i, cpu] { worker_loop(i, cpu); });
+  }
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
+  stop_ = true;
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -42,42 +106,35 @@ void ThreadPool::parallel_for_grain(size_t n, size_t grain,
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = workers_.size();
-    ++generation_;
-  }
-  start_cv_.notify_all();
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  std::exception_ptr error;
   auto [b, e] = chunk(n, grain, size(), 0);
-  if (b < e) fn(b, e);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  try {
+    if (b < e) fn(b, e);
+  } catch (...) {
+    error = std::current_exception();  // the workers still use fn: wait for them first
+  }
+  for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;) {
+    left = wait_for_change(pending_, left);
+  }
   job_ = nullptr;
+  if (error) std::rethrow_exception(error);
 }
 
-void ThreadPool::worker_loop(size_t index) {
-  size_t seen = 0;
+void ThreadPool::worker_loop(size_t index, int cpu) {
+  if (cpu >= 0) pin_current_thread(cpu);
+  uint32_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t)>* job;
-    size_t n, grain;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
-    }
-    auto [b, e] = chunk(n, grain, size(), index);
-    if (b < e) (*job)(b, e);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    seen = wait_for_change(generation_, seen);
+    if (stop_) return;
+    auto [b, e] = chunk(job_n_, job_grain_, size(), index);
+    if (b < e) (*job_)(b, e);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

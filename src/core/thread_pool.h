@@ -1,10 +1,13 @@
 // Fixed set of worker threads running data-parallel loops; the caller thread takes part.
+// Built for many small sections (hundreds per decoded token): a section is published with one
+// atomic store, idle workers spin briefly before sleeping on a futex, and the caller spins for
+// the last chunks to finish.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -12,8 +15,9 @@ namespace gemmaserve {
 
 class ThreadPool {
  public:
-  // num_threads counts the calling thread; 0 means hardware_concurrency().
-  explicit ThreadPool(size_t num_threads = 0);
+  // num_threads counts the calling thread; 0 means hardware_concurrency(). pin_to_cpus binds
+  // worker i to CPU i (of the process's allowed set, round-robin); the caller is left alone.
+  explicit ThreadPool(size_t num_threads = 0, bool pin_to_cpus = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -21,25 +25,24 @@ class ThreadPool {
   size_t size() const { return workers_.size() + 1; }
 
   // Splits [0, n) into size() contiguous chunks (a static split, so results never depend on
-  // timing) and runs fn(begin, end) on each; returns when all are done. Not reentrant.
+  // timing) and runs fn(begin, end) on each; returns when all are done. Not reentrant: one
+  // caller at a time.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
 
   // Like parallel_for but chunks are multiples of `grain` (the last may be shorter).
   void parallel_for_grain(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
  private:
-  void worker_loop(size_t index);
+  void worker_loop(size_t index, int cpu);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
+  // The current section; written by the caller before generation_ is bumped (release).
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_grain_ = 1;
-  size_t generation_ = 0;
-  size_t pending_ = 0;
   bool stop_ = false;
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per section
+  alignas(64) std::atomic<uint32_t> pending_{0};     // workers still running the section
 };
 
 }  // namespace gemmaserve

@@ -1,80 +1,82 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/matmul_kernels.h"
 
 namespace gemmaserve::cpu {
 namespace {
 
-constexpr int kLanes = 8;        // partial sums per output element (fixed reduction order)
-constexpr int64_t kRowTile = 4;  // W rows reduced together against one X row
-constexpr int64_t kBlock = 16;   // W rows converted to f32 at once (multiple of kRowTile)
+using RangeFn = void (*)(const MatmulArgs&, int64_t, int64_t);
+using DotFn = float (*)(const float*, const float*, int64_t);
 
-inline float reduce_lanes(const float* a) {
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
+// Threads split N in multiples of this many rows: whole W tiles, and 64-byte runs of Y.
+constexpr size_t kThreadGrainRows = 16;
+// Products smaller than this many multiply-adds are not worth waking the workers for.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 
-// R dot products of x against R rows of w (row stride k). Each row's arithmetic is identical
-// whatever R is, so grouping never changes a result.
-template <int R>
-inline void dot_rows(const float* __restrict x, const float* __restrict w, int64_t k,
-                     float* __restrict out, size_t out_stride) {
-  float acc[R][kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= k; i += kLanes) {
-    for (int r = 0; r < R; ++r) {
-      const float* wr = w + r * k + i;
-      for (int j = 0; j < kLanes; ++j) acc[r][j] += x[i + j] * wr[j];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float s = reduce_lanes(acc[r]);
-    const float* wr = w + r * k;
-    for (int64_t ii = i; ii < k; ++ii) s += x[ii] * wr[ii];
-    out[r * out_stride] = s;
+struct Kernels {
+  RangeFn range;
+  DotFn dot;
+};
+
+Kernels kernels_for(CpuIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case CpuIsa::kAvx512:
+      return {detail::matmul_range_avx512, detail::dot_f32_avx512};
+    case CpuIsa::kAvx2:
+      return {detail::matmul_range_avx2, detail::dot_f32_avx2};
+#endif
+    default:
+      return {detail::matmul_range_portable, detail::dot_f32_portable};
   }
 }
 
-void matmul_range(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  const size_t elem = dtype_size(a.w_dtype);
-  std::vector<float> converted;
-  if (a.w_dtype != DType::kF32) converted.resize(static_cast<size_t>(kBlock * a.k));
-  for (int64_t nb = n_begin; nb < n_end; nb += kBlock) {
-    const int64_t rows = std::min(kBlock, n_end - nb);
-    const float* wf;
-    if (a.w_dtype == DType::kF32) {
-      wf = static_cast<const float*>(a.w) + nb * a.k;
-    } else {
-      const auto* src = static_cast<const std::byte*>(a.w) + static_cast<size_t>(nb * a.k) * elem;
-      to_f32(a.w_dtype, src, converted.data(), static_cast<size_t>(rows * a.k));
-      wf = converted.data();
-    }
-    for (int64_t t = 0; t < a.t; ++t) {
-      const float* x = a.x + static_cast<size_t>(t) * a.ldx;
-      float* y = a.y + static_cast<size_t>(t) * a.ldy + nb;
-      int64_t r = 0;
-      for (; r + kRowTile <= rows; r += kRowTile)
-        dot_rows<kRowTile>(x, wf + r * a.k, a.k, y + r, 1);
-      for (; r < rows; ++r) dot_rows<1>(x, wf + r * a.k, a.k, y + r, 1);
-    }
+const Kernels& chosen_kernels() {
+  static const Kernels table = kernels_for(cpu_isa());
+  return table;
+}
+
+void split_over_n(const MatmulArgs& args, ThreadPool* pool,
+                  const std::function<void(int64_t, int64_t)>& range) {
+  if (pool == nullptr || pool->size() == 1 || args.t * args.n * args.k < kMinParallelMacs) {
+    range(0, args.n);
+    return;
   }
+  pool->parallel_for_grain(static_cast<size_t>(args.n), kThreadGrainRows, [&](size_t b, size_t e) {
+    range(static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
 }
 
-}  // namespace
-
-float dot_f32(const float* a, const float* b, int64_t n) {
-  float out;
-  dot_rows<1>(a, b, n, &out, 1);
-  return out;
+#if defined(__x86_64__)
+bool use_bf16_activations(const MatmulArgs& args, CpuIsa isa) {
+  return args.precision == MatmulPrecision::kBF16 && args.w_dtype == DType::kBF16 &&
+         isa == CpuIsa::kAvx512 && cpu_features().avx512_bf16;
 }
 
-void matmul(const MatmulArgs& args, ThreadPool* pool) {
-  if (dtype_is_quantized(args.w_dtype)) return quant_matmul(args, pool);
+// X rounded to bf16 once per call (shared by the threads), into the caller thread's scratch.
+void run_bf16(const MatmulArgs& args, ThreadPool* pool) {
+  thread_local std::vector<uint16_t> x_bf16;
+  const size_t ld = static_cast<size_t>(args.k);
+  if (x_bf16.size() < static_cast<size_t>(args.t) * ld)
+    x_bf16.resize(static_cast<size_t>(args.t) * ld);
+  for (int64_t t = 0; t < args.t; ++t) {
+    const float* src = args.x + static_cast<size_t>(t) * args.ldx;
+    uint16_t* dst = x_bf16.data() + static_cast<size_t>(t) * ld;
+    for (int64_t i = 0; i < args.k; ++i) dst[i] = f32_to_bf16(src[i]);
+  }
+  const uint16_t* xb = x_bf16.data();
+  split_over_n(args, pool,
+               [&](int64_t b, int64_t e) { detail::matmul_range_avx512_bf16(args, xb, ld, b, e); });
+}
+#endif
+
+void run(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa, RangeFn range) {
   if (args.w_dtype != DType::kF32 && args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF16) {
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
   }
@@ -85,15 +87,27 @@ void matmul(const MatmulArgs& args, ThreadPool* pool) {
     }
     return;
   }
-  // Small products are not worth waking the workers.
-  const bool serial = pool == nullptr || args.t * args.n * args.k < (1 << 15);
-  if (serial) {
-    matmul_range(args, 0, args.n);
-    return;
+#if defined(__x86_64__)
+  if (use_bf16_activations(args, isa)) return run_bf16(args, pool);
+#else
+  (void)isa;
+#endif
+  split_over_n(args, pool, [&](int64_t b, int64_t e) { range(args, b, e); });
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) { return chosen_kernels().dot(a, b, n); }
+
+void matmul(const MatmulArgs& args, ThreadPool* pool) {
+  run(args, pool, cpu_isa(), chosen_kernels().range);
+}
+
+void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa) {
+  if (!cpu_supports(isa)) {
+    throw InputError(std::string("matmul: this CPU cannot run ") + cpu_isa_name(isa) + " kernels");
   }
-  pool->parallel_for_grain(static_cast<size_t>(args.n), kBlock, [&](size_t b, size_t e) {
-    matmul_range(args, static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  run(args, pool, isa, kernels_for(isa).range);
 }
 
 }  // namespace gemmaserve::cpu

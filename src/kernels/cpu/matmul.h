@@ -1,7 +1,7 @@
 // Dense matrix product against checkpoint-layout weights: Y[T, N] = X[T, K] · W[N, K]ᵀ.
 // W may be f32, bf16 or f16; accumulation is f32. Every output element is reduced in a fixed
-// order that depends only on K, so results are independent of T, of the thread count and of
-// which other rows share the call (batch invariance).
+// order that depends only on K (see matmul_tiling.h), so results are independent of T, of the
+// thread count and of which other rows share the call (batch invariance).
 #pragma once
 
 #include <cstddef>
@@ -9,8 +9,15 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace gemmaserve::cpu {
+
+// kF32 (default): X stays f32, golden-accurate. kBF16: X is rounded to bf16 and multiplied with
+// AVX512_BF16 dot products (about twice the f32 rate, for prefill); applies to bf16 weights on
+// CPUs with avx512_bf16 at the avx512 level, elsewhere it is kF32. Reduction order is still
+// fixed by K alone.
+enum class MatmulPrecision { kF32, kBF16 };
 
 struct MatmulArgs {
   const float* x = nullptr;  // [T, K] with row stride ldx
@@ -22,12 +29,18 @@ struct MatmulArgs {
   int64_t t = 0;  // rows of X
   int64_t k = 0;  // reduction length
   int64_t n = 0;  // rows of W = output columns
+  MatmulPrecision precision = MatmulPrecision::kF32;
 };
 
-// Runs on `pool` (nullptr = calling thread only), split statically over N.
+// Runs on `pool` (nullptr = calling thread only), split statically over N, with the kernels of
+// cpu_isa() (kernels/cpu/cpu_features.h).
 void matmul(const MatmulArgs& args, ThreadPool* pool);
 
-// The f32 dot product every kernel here uses (fixed lane-wise reduction order).
+// The same with the kernels of a given level (tests, benchmarks); InputError if the CPU lacks it.
+void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa);
+
+// The f32 dot product every kernel here uses (fixed lane-wise reduction order): bitwise equal
+// to matmul's output element for the same X row and W row.
 float dot_f32(const float* a, const float* b, int64_t n);
 
 }  // namespace gemmaserve::cpu

@@ -1,0 +1,117 @@
+#include "kernels/cpu/cpu_features.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace gemmaserve::cpu {
+namespace {
+
+#if defined(__x86_64__)
+// XCR0: which register states the OS saves on context switch.
+uint64_t read_xcr0() {
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1;
+  if (!osxsave) return f;
+  const uint64_t xcr0 = read_xcr0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool avx = ((c >> 28) & 1) && ymm_state;
+  f.fma = avx && ((c >> 12) & 1);
+  f.f16c = avx && ((c >> 29) & 1);
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = avx && ((b >> 5) & 1);
+  f.avx512f = zmm_state && ((b >> 16) & 1);
+  f.avx512bw = f.avx512f && ((b >> 30) & 1);
+  f.avx512vl = f.avx512f && ((b >> 31) & 1);
+  f.avx512_vnni = f.avx512f && ((c >> 11) & 1);
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx512_bf16 = f.avx512f && ((a >> 5) & 1);
+  f.avx_vnni = avx && ((a >> 4) & 1);
+  return f;
+}
+#else
+CpuFeatures detect() { return CpuFeatures{}; }
+#endif
+
+CpuIsa best_isa() {
+  if (cpu_supports(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_supports(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kPortable;
+}
+
+CpuIsa choose_isa() {
+  const CpuIsa best = best_isa();
+  const char* forced = std::getenv("GEMMASERVE_CPU_ISA");
+  if (forced == nullptr || *forced == '\0') return best;
+  const CpuIsa want = parse_cpu_isa(forced);
+  if (static_cast<int>(want) > static_cast<int>(best)) {
+    GS_LOG_WARNING << "GEMMASERVE_CPU_ISA=" << forced << " is not supported by this CPU; using "
+                   << cpu_isa_name(best);
+    return best;
+  }
+  return want;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+bool cpu_supports(CpuIsa isa) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (isa) {
+    case CpuIsa::kPortable:
+      return true;
+    case CpuIsa::kAvx2:
+      return avx2;
+    case CpuIsa::kAvx512:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl;
+  }
+  return false;
+}
+
+CpuIsa cpu_isa() {
+  static const CpuIsa isa = choose_isa();
+  return isa;
+}
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kPortable:
+      return "portable";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+CpuIsa parse_cpu_isa(const char* name) {
+  const std::string s = name;
+  if (s == "portable") return CpuIsa::kPortable;
+  if (s == "avx2") return CpuIsa::kAvx2;
+  if (s == "avx512") return CpuIsa::kAvx512;
+  throw InputError("unknown CPU ISA '" + s + "' (expected portable, avx2 or avx512)");
+}
+
+}  // namespace gemmaserve::cpu

@@ -1,0 +1,26 @@
+// Per-ISA entry points of the matmul kernels (internal to kernels/cpu). Each computes output
+// columns [n_begin, n_end) of Y for every row of X on the calling thread, using
+// matmul_tiling.h's tiles, so every level reduces each output element in the same order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+
+namespace gemmaserve::cpu::detail {
+
+void matmul_range_portable(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
+float dot_f32_portable(const float* a, const float* b, int64_t n);
+
+#if defined(__x86_64__)
+void matmul_range_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
+float dot_f32_avx2(const float* a, const float* b, int64_t n);
+void matmul_range_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
+float dot_f32_avx512(const float* a, const float* b, int64_t n);
+// MatmulPrecision::kBF16 with bf16 W: x_bf16 is X rounded to bf16 (row stride ldx_bf16).
+void matmul_range_avx512_bf16(const MatmulArgs& a, const uint16_t* x_bf16, size_t ldx_bf16,
+                              int64_t n_begin, int64_t n_end);
+#endif
+
+}  // namespace gemmaserve::cpu::detail

@@ -1,0 +1,310 @@
+// Matmul kernels at every SIMD level this CPU has, against a double-precision reference, plus
+// the bitwise invariances the engine relies on (row results independent of T, tile, threads
+// and N split), the thread pool's error path, and the shape of the kernel benchmarks' JSON.
+#include "kernels/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "test_support.h"
+
+namespace gemmaserve::cpu {
+namespace {
+
+std::vector<CpuIsa> available_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (cpu_supports(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+std::vector<float> random_vec(size_t n, std::mt19937& g) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+// A weight matrix stored as `dtype` plus the exact f32 value of every element.
+struct Weights {
+  DType dtype;
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  const void* data() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(f32.data()) : half.data();
+  }
+};
+
+Weights make_weights(DType dtype, size_t n, std::mt19937& g) {
+  Weights w{dtype, random_vec(n, g), {}};
+  if (dtype == DType::kF32) return w;
+  w.half.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    w.half[i] = dtype == DType::kBF16 ? f32_to_bf16(w.f32[i]) : f32_to_f16(w.f32[i]);
+    w.f32[i] = dtype == DType::kBF16 ? bf16_to_f32(w.half[i]) : f16_to_f32(w.half[i]);
+  }
+  return w;
+}
+
+struct Shape {
+  int64_t t, k, n;
+};
+
+// Y from `isa`, with padded row strides, checked against a double reference and for no writes
+// past N.
+void check_against_reference(CpuIsa isa, DType dtype, Shape s, ThreadPool* pool, std::mt19937& g) {
+  const size_t ldx = static_cast<size_t>(s.k) + 5, ldy = static_cast<size_t>(s.n) + 3;
+  const std::vector<float> x = random_vec(static_cast<size_t>(s.t) * ldx, g);
+  const Weights w = make_weights(dtype, static_cast<size_t>(s.n * s.k), g);
+  std::vector<float> y(static_cast<size_t>(s.t) * ldy, -7.0f);
+  matmul_with_isa({x.data(), ldx, w.data(), dtype, y.data(), ldy, s.t, s.k, s.n}, pool, isa);
+  for (int64_t r = 0; r < s.t; ++r) {
+    for (int64_t c = 0; c < s.n; ++c) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < s.k; ++i) {
+        const double p = static_cast<double>(x[r * ldx + i]) * w.f32[c * s.k + i];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[r * ldy + c], ref, 2e-6 * mag + 1e-30)
+          << cpu_isa_name(isa) << " " << dtype_name(dtype) << " t=" << s.t << " k=" << s.k
+          << " n=" << s.n << " at " << r << "," << c;
+    }
+    for (size_t c = static_cast<size_t>(s.n); c < ldy; ++c) {
+      ASSERT_EQ(y[r * ldy + c], -7.0f) << "wrote past N";
+    }
+  }
+}
+
+TEST(CpuFeatures, ChosenLevelIsSupportedAndNamesParse) {
+  EXPECT_TRUE(cpu_supports(cpu_isa())) << cpu_isa_name(cpu_isa());
+  EXPECT_TRUE(cpu_supports(CpuIsa::kPortable));
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
+  }
+  EXPECT_THROW(parse_cpu_isa("sse9"), InputError);
+  const CpuFeatures& f = cpu_features();
+  if (cpu_supports(CpuIsa::kAvx512)) {
+    EXPECT_TRUE(f.avx2 && f.avx512f && f.avx512bw);
+  }
+}
+
+TEST(Matmul, EveryLevelMatchesReferenceOnOddShapes) {
+  std::mt19937 g(11);
+  ThreadPool pool(2);
+  for (CpuIsa isa : available_isas()) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t t : {1, 3, 17, 31}) {
+        for (int64_t k : {1, 3, 17, 100, 256, 257}) {
+          for (int64_t n : {1, 3, 17, 100}) check_against_reference(isa, dt, {t, k, n}, &pool, g);
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, EveryLevelMatchesReferenceOnModelWidths) {
+  std::mt19937 g(12);
+  ThreadPool pool(2);
+  for (CpuIsa isa : available_isas()) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t k : {512, 1536, 2560}) {
+        check_against_reference(isa, dt, {1, k, 37}, &pool, g);
+        check_against_reference(isa, dt, {9, k, 20}, &pool, g);
+      }
+    }
+    // Enough rows for the prefill blocking (several X blocks and W panels).
+    check_against_reference(isa, DType::kBF16, {150, 1536, 140}, &pool, g);
+  }
+}
+
+TEST(Matmul, RowBitsIndependentOfBatchTileThreadsAndSplit) {
+  std::mt19937 g(13);
+  const int64_t t = 150, k = 1536 + 7, n = 150;
+  const std::vector<float> x = random_vec(static_cast<size_t>(t * k), g);
+  ThreadPool p1(1), p2(2), p3(3);
+  for (CpuIsa isa : available_isas()) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const Weights w = make_weights(dt, static_cast<size_t>(n * k), g);
+      const size_t row_bytes = dtype_row_bytes(dt, k);
+      auto run = [&](int64_t rows, int64_t row0, int64_t n0, int64_t cols, ThreadPool* pool) {
+        std::vector<float> y(static_cast<size_t>(rows * cols));
+        matmul_with_isa({x.data() + row0 * k, static_cast<size_t>(k),
+                         static_cast<const std::byte*>(w.data()) + n0 * row_bytes, dt, y.data(),
+                         static_cast<size_t>(cols), rows, k, cols},
+                        pool, isa);
+        return y;
+      };
+      const std::vector<float> full = run(t, 0, 0, n, nullptr);
+      for (ThreadPool* pool : {&p1, &p2, &p3}) {
+        ASSERT_EQ(0, std::memcmp(full.data(), run(t, 0, 0, n, pool).data(), full.size() * 4))
+            << cpu_isa_name(isa) << " threads " << pool->size();
+      }
+      // Any row alone, or in a small batch starting elsewhere, or any column range of W.
+      for (int64_t r : {0, 5, 77, 149}) {
+        const std::vector<float> one = run(1, r, 0, n, &p2);
+        ASSERT_EQ(0, std::memcmp(one.data(), &full[r * n], n * 4)) << cpu_isa_name(isa) << r;
+        const int64_t rows = std::min<int64_t>(3, t - r);
+        const std::vector<float> few = run(rows, r, 0, n, &p3);
+        ASSERT_EQ(0, std::memcmp(few.data(), &full[r * n], n * 4)) << cpu_isa_name(isa) << r;
+        const std::vector<float> cols = run(1, r, 33, 7, nullptr);
+        ASSERT_EQ(0, std::memcmp(cols.data(), &full[r * n + 33], 7 * 4)) << cpu_isa_name(isa);
+      }
+    }
+  }
+}
+
+// AVX2 keeps the AVX-512 lanes in two halves with the same FMAs and tree: identical bits.
+TEST(Matmul, Avx2AndAvx512GiveIdenticalBits) {
+  if (!cpu_supports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 g(14);
+  const int64_t t = 13, k = 1000, n = 45;
+  const std::vector<float> x = random_vec(static_cast<size_t>(t * k), g);
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const Weights w = make_weights(dt, static_cast<size_t>(n * k), g);
+    std::vector<float> a(static_cast<size_t>(t * n)), b(a.size());
+    MatmulArgs args{
+        x.data(), static_cast<size_t>(k), w.data(), dt, a.data(), static_cast<size_t>(n), t, k, n};
+    matmul_with_isa(args, nullptr, CpuIsa::kAvx512);
+    args.y = b.data();
+    matmul_with_isa(args, nullptr, CpuIsa::kAvx2);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << dtype_name(dt);
+  }
+}
+
+TEST(Matmul, DotMatchesMatmulElement) {
+  std::mt19937 g(15);
+  for (int64_t k : {1, 16, 33, 1536}) {
+    const std::vector<float> x = random_vec(static_cast<size_t>(k), g);
+    const std::vector<float> w = random_vec(static_cast<size_t>(k), g);
+    float y = 0.0f;
+    matmul({x.data(), static_cast<size_t>(k), w.data(), DType::kF32, &y, 1, 1, k, 1}, nullptr);
+    const float d = dot_f32(x.data(), w.data(), k);
+    EXPECT_EQ(0, std::memcmp(&y, &d, 4)) << k;
+  }
+}
+
+// The optional bf16-activation path: X rounded to bf16, products exact, f32 sums; and still
+// row-invariant. Where the CPU lacks AVX512_BF16 it must be exactly the f32 path.
+TEST(Matmul, Bf16ActivationsMatchRoundedReferenceAndStayInvariant) {
+  std::mt19937 g(16);
+  ThreadPool pool(2);
+  for (int64_t k : {1, 31, 33, 100, 1536}) {
+    const int64_t t = 21, n = 37;
+    const std::vector<float> x = random_vec(static_cast<size_t>(t * k), g);
+    const Weights w = make_weights(DType::kBF16, static_cast<size_t>(n * k), g);
+    std::vector<float> y(static_cast<size_t>(t * n)), f32(y.size());
+    MatmulArgs a{x.data(), static_cast<size_t>(k), w.data(), DType::kBF16,
+                 y.data(), static_cast<size_t>(n), t,        k,
+                 n};
+    a.precision = MatmulPrecision::kBF16;
+    matmul(a, &pool);
+    MatmulArgs plain = a;
+    plain.precision = MatmulPrecision::kF32;
+    plain.y = f32.data();
+    matmul(plain, &pool);
+    const bool bf16_kernel = cpu_isa() == CpuIsa::kAvx512 && cpu_features().avx512_bf16;
+    if (!bf16_kernel) {
+      EXPECT_EQ(0, std::memcmp(y.data(), f32.data(), y.size() * 4));
+      continue;
+    }
+    for (int64_t r = 0; r < t; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double p =
+              static_cast<double>(bf16_to_f32(f32_to_bf16(x[r * k + i]))) * w.f32[c * k + i];
+          ref += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(y[r * n + c], ref, 2e-6 * mag + 1e-30) << k << " " << r << "," << c;
+      }
+      std::vector<float> one(static_cast<size_t>(n));
+      MatmulArgs single = a;
+      single.x = x.data() + r * k;
+      single.t = 1;
+      single.y = one.data();
+      matmul(single, nullptr);
+      ASSERT_EQ(0, std::memcmp(one.data(), &y[r * n], n * 4)) << "row " << r << " k " << k;
+    }
+  }
+}
+
+TEST(Matmul, RejectsQuantizedAndOtherDtypes) {
+  float x = 1.0f, y = 0.0f;
+  const int32_t w = 1;
+  EXPECT_THROW(matmul({&x, 1, &w, DType::kI32, &y, 1, 1, 1, 1}, nullptr), InputError);
+}
+
+TEST(ThreadPool, ExceptionInCallerChunkWaitsForWorkersAndRethrows) {
+  ThreadPool pool(2);
+  std::vector<int> seen(100, 0);
+  EXPECT_THROW(pool.parallel_for(100,
+                                 [&](size_t b, size_t e) {
+                                   for (size_t i = b; i < e; ++i) seen[i] = 1;
+                                   if (b == 0) throw InputError("boom");
+                                 }),
+               InputError);
+  for (int v : seen) EXPECT_EQ(v, 1);
+  int total = 0;
+  pool.parallel_for(10, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) __atomic_add_fetch(&total, 1, __ATOMIC_RELAXED);
+  });
+  EXPECT_EQ(total, 10);
+}
+
+nlohmann::json run_json(const std::string& args, const std::string& env = "") {
+  const auto r = testing::run_command(env + " " + testing::cli_binary().string() + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+  const size_t brace = r.out.find('{');
+  EXPECT_NE(brace, std::string::npos) << r.out;
+  if (brace == std::string::npos) return {};
+  return nlohmann::json::parse(r.out.substr(brace));
+}
+
+TEST(BenchCli, MembwJson) {
+  const nlohmann::json j = run_json("bench membw --threads 2 --size-mib 8 --json");
+  EXPECT_EQ(j.at("threads").get<int>(), 2);
+  EXPECT_GT(j.at("membw_bytes_per_s").get<double>(), 0.0);
+}
+
+TEST(BenchCli, MatmulJsonHonoursIsaOverride) {
+  const nlohmann::json j =
+      run_json("bench matmul --t 3 --k 64 --n 32 --iters 2 --stream-mib 1 --threads 2 --json",
+               "GEMMASERVE_CPU_ISA=portable");
+  EXPECT_EQ(j.at("isa").get<std::string>(), "portable");
+  EXPECT_GT(j.at("gflop_per_s").get<double>(), 0.0);
+}
+
+TEST(BenchCli, LatencyJsonHasPrefillDecodeAndRoofline) {
+  testing::TempDir tmp;
+  const auto made = testing::run_command(testing::cli_binary().string() +
+                                         " make-test-model --preset tiny --out " +
+                                         (tmp.path() / "m").string() + " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const nlohmann::json j =
+      run_json("bench latency " + (tmp.path() / "m").string() +
+               " --input-len 8 --output-len 4 --batch-size 2 --repeat 2 --num-iters-warmup 0"
+               " --membw-size-mib 8 --threads 2 --json 2>/dev/null");
+  for (const char* key : {"pp_tokens_per_s", "tg_tokens_per_s", "membw_bytes_per_s",
+                          "roofline_tokens_per_s", "roofline_fraction", "avg_latency"}) {
+    ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
+    EXPECT_GT(j.at(key).get<double>(), 0.0) << key;
+  }
+  EXPECT_GT(j.at("weight_bytes_per_token").get<uint64_t>(), 0u);
+  EXPECT_EQ(j.at("latencies").size(), 2u);
+}
+
+}  // namespace
+}  // namespace gemmaserve::cpu
