@@ -10,6 +10,7 @@
 #include "cli/chat_template_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
+#include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
 #include "core/error.h"
 
@@ -18,6 +19,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: gemmaserve <command> [options]\n"
     "commands:\n"
+    "  serve MODEL_DIR           OpenAI-compatible HTTP server (vLLM's routes and flags)\n"
     "  generate MODEL_DIR        generate from text or token-id prompts\n"
     "  bench throughput|latency  offline benchmarks on random prompts (tokens/s)\n"
     "  tokenize --tokenizer P    print the token ids of a text\n"
@@ -33,6 +35,7 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
   using Command = std::function<int(const std::vector<std::string>&)>;
   const std::map<std::string, Command> commands = {
+      {"serve", gemmaserve::run_serve_command},
       {"generate", gemmaserve::run_generate_command},
       {"bench", gemmaserve::run_bench_command},
       {"tokenize", gemmaserve::run_tokenize_command},
