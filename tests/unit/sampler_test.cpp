@@ -90,9 +90,9 @@ TEST(Sampler, ValidateNamesTheField) {
     return std::string("no error");
   };
   EXPECT_EQ(message([](SamplingParams& p) { p.temperature = -1; }),
-            "temperature must be non-negative, got -1.000000.");
+            "temperature must be non-negative, got -1.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }),
-            "top_p must be in (0, 1], got 0.000000.");
+            "top_p must be in (0, 1], got 0.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = 101; }),
             "Requested sample logprobs of 101, which is greater than max allowed: 100");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = -2; }),
@@ -110,9 +110,9 @@ TEST(Sampler, ValidateNamesTheField) {
   EXPECT_EQ(message([](SamplingParams& p) { p.presence_penalty = 2.5; }),
             "presence_penalty must be in [-2, 2], got 2.500000.");
   EXPECT_EQ(message([](SamplingParams& p) { p.frequency_penalty = -3; }),
-            "frequency_penalty must be in [-2, 2], got -3.000000.");
+            "frequency_penalty must be in [-2, 2], got -3.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = 0; }),
-            "repetition_penalty must be greater than zero, got 0.000000.");
+            "repetition_penalty must be greater than zero, got 0.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = INFINITY; }),
             "repetition_penalty must be a finite number, got inf.");
   EXPECT_EQ(message([](SamplingParams& p) { p.min_tokens = 20; }),
