@@ -2,6 +2,7 @@
 // type (and param where vLLM gives one), and the server stays healthy and keeps serving.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -300,6 +301,68 @@ TEST_F(ServerErrorsTest, ErrorAfterValidationIsNeverAStreamWithoutDone) {
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("data: [DONE]\n\n"), std::string::npos);
   EXPECT_EQ(r->body.find("\"error\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gemmaserve::testing
+
+namespace gemmaserve::testing {
+namespace {
+
+double metric_value(int port, const std::string& name) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get("/metrics");
+  if (!r) return -1;
+  std::istringstream lines(r->body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(name + "{", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+bool wait_for_metric(int port, const std::string& name, double value) {
+  for (int i = 0; i < 600; ++i) {
+    if (metric_value(port, name) >= value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(ServerOverloadTest, OverTheWaitingLimitIs503WithRetryAfter) {
+  GS_REQUIRE_SHARED(shared);
+  TempDir dir;
+  ASSERT_EQ(make_tiny_chat_model(shared, dir.path() / "model"), "");
+  ServerProcess server(
+      dir.path() / "model",
+      {"--served-model-name", "gemma4", "--max-num-seqs", "1", "--max-waiting-requests", "1",
+       "--max-model-len", "512", "--kv-cache-memory-bytes", "32M"},
+      dir.path() / "server.log");
+  ASSERT_TRUE(server.wait_healthy()) << server.log_text();
+  const int port = server.port();
+  const std::string long_body =
+      R"({"model":"gemma4","prompt":"go on","max_tokens":200,"ignore_eos":true})";
+  auto run = [port, long_body] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(300, 0);
+    auto r = c.Post("/v1/completions", long_body, "application/json");
+    return r ? r->status : -1;
+  };
+  auto first = std::async(std::launch::async, run);
+  ASSERT_TRUE(wait_for_metric(port, "vllm:num_requests_running", 1));
+  auto second = std::async(std::launch::async, run);
+  ASSERT_TRUE(wait_for_metric(port, "vllm:num_requests_waiting", 1));
+  httplib::Client c("127.0.0.1", port);
+  auto over = c.Post("/v1/completions", R"({"prompt":"hi","max_tokens":2})", "application/json");
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 503) << over->body;
+  EXPECT_EQ(over->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(nlohmann::json::parse(over->body)["error"]["type"], "ServiceUnavailableError");
+  EXPECT_EQ(first.get(), 200);
+  EXPECT_EQ(second.get(), 200);
+  auto after = c.Post("/v1/completions", R"({"prompt":"hi","max_tokens":2})", "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
 }
 
 }  // namespace
