@@ -21,7 +21,24 @@ struct ChatJob {
   ChatParseOptions parse;
   std::string id;
   int64_t created = 0;
+  std::string echo_text;  // vLLM's chat echo: the last message's content when it is the assistant's
 };
+
+// vLLM's chat `echo`: the last message's text content when its role is the reply's role.
+std::string chat_echo_text(const ChatRequest& req) {
+  if (!req.echo || req.messages.empty()) return "";
+  const ordered_json& last = req.messages.back();
+  if (last.value("role", std::string()) != "assistant" || !last.contains("content")) return "";
+  const ordered_json& c = last["content"];
+  if (c.is_string()) return c.get<std::string>();
+  std::string text;
+  if (c.is_array()) {
+    for (const auto& part : c) {
+      if (part.value("type", std::string()) == "text") text += part.value("text", std::string());
+    }
+  }
+  return text;
+}
 
 double floor_logprob(float v) { return std::max(static_cast<double>(v), -9999.0); }
 
@@ -91,6 +108,7 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
     ChatMessageParts parts = parse_chat_output(o.text, job.parse);
     ordered_json msg;
     msg["role"] = "assistant";
+    if (!job.echo_text.empty()) parts.content = job.echo_text + parts.content.value_or("");
     msg["content"] = parts.content ? ordered_json(*parts.content) : ordered_json(nullptr);
     msg["refusal"] = nullptr;
     msg["annotations"] = nullptr;
@@ -178,6 +196,17 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
     if (!write(chunk(ordered_json::array({std::move(choice)}), continuous))) {
       session->abort();
       return;
+    }
+    if (!job->echo_text.empty()) {
+      ordered_json echo;
+      echo["index"] = i;
+      echo["delta"] = ordered_json{{"content", job->echo_text}};
+      echo["logprobs"] = nullptr;
+      echo["finish_reason"] = nullptr;
+      if (!write(chunk(ordered_json::array({std::move(echo)}), continuous))) {
+        session->abort();
+        return;
+      }
     }
   }
   const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
@@ -307,6 +336,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   params.max_tokens =
       resolve_max_tokens(ctx, static_cast<int>(job->prompt_ids.size()), req.max_tokens);
   check_overload(ctx);
+  job->echo_text = chat_echo_text(req);
   job->id = random_request_id("chatcmpl-");
   job->created = unix_time_now();
   EngineRequest er;

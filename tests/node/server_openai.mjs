@@ -128,6 +128,18 @@ const api = {
     }));
     assert.ok(streamed.length >= 2);
   },
+  async chatEchoAndContinueFinalMessage() {
+    const body = {
+      model: MODEL, messages: [...user('Hi'), { role: 'assistant', content: 'Well,' }],
+      add_generation_prompt: false, continue_final_message: true, echo: true, max_tokens: 3,
+      temperature: 0, ignore_eos: true,
+    };
+    const r = await client.chat.completions.create(body);
+    assert.ok(r.choices[0].message.content.startsWith('Well,'), r.choices[0].message.content);
+    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    const text = chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('');
+    assert.equal(text, r.choices[0].message.content);
+  },
   async completionsNonStreaming() {
     const r = await client.completions.create({
       model: MODEL, prompt: 'Explain why graph execution improves decode performance.',
