@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -107,7 +108,37 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), error_json(e));
 }
 
+// Deeper JSON would only be a way to exhaust the stack of recursive consumers (templates, dumps).
+constexpr int kMaxJsonDepth = 128;
+
+int json_nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 ordered_json parse_body(const httplib::Request& req) {
+  if (json_nesting_depth(req.body) > kMaxJsonDepth) {
+    throw bad_request("JSON nesting deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels is not accepted");
+  }
   try {
     return ordered_json::parse(req.body);
   } catch (const nlohmann::json::exception& e) {

@@ -344,6 +344,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   er.prompt_token_ids = job->prompt_ids;
   er.prompt = prompt.text;
   er.params = params;
+  er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs
   er.priority = req.priority;
   er.cache_salt = req.cache_salt;
   auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);

@@ -318,6 +318,7 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
     const int prompt_len = static_cast<int>(er.prompt_token_ids.size());
     er.params.max_tokens = job->echo_only ? resolve_max_tokens(ctx, prompt_len, 1)
                                           : resolve_max_tokens(ctx, prompt_len, req.max_tokens);
+    er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs
     er.priority = req.priority;
     er.cache_salt = req.cache_salt;
     requests.push_back(std::move(er));
