@@ -26,6 +26,9 @@ ChatPrompt render_chat_prompt(const ChatTemplate& chat_template, const Tokenizer
       kwargs["enable_thinking"] = *thinking;
     }
   }
+  if (!input.gemma4 && input.reasoning_effort && !kwargs.contains("reasoning_effort")) {
+    kwargs["reasoning_effort"] = *input.reasoning_effort;  // other templates read it directly
+  }
   if (input.documents.is_array()) kwargs["documents"] = input.documents;
   const std::string bos = token_text_or_empty(tokenizer, tokenizer.bos_id());
   const std::string eos =

@@ -78,6 +78,22 @@ const api = {
     assert.deepEqual(again.choices.map((c) => c.message.content),
       r.choices.map((c) => c.message.content));
   },
+  async chatStreamingSeveralChoices() {
+    const body = { model: MODEL, messages: user('Two answers'), max_tokens: 6, n: 2, seed: 9 };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await collect(await client.chat.completions.create({
+      ...body, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true },
+    }));
+    for (const index of [0, 1]) {
+      const mine = chunks.flatMap((c) => c.choices).filter((c) => c.index === index);
+      assert.equal(mine[0].delta.role, 'assistant');
+      assert.equal(mine.filter((c) => c.finish_reason).length, 1);
+      assert.equal(mine.map((c) => c.delta?.content ?? '').join(''),
+        whole.choices[index].message.content ?? '');
+    }
+    assert.ok(chunks.every((c) => c.usage));  // continuous usage stats
+    assert.equal(chunks[chunks.length - 1].usage.completion_tokens, whole.usage.completion_tokens);
+  },
   async chatLogprobs() {
     const r = await client.chat.completions.create({
       model: MODEL, messages: user('Hi'), max_tokens: 4, temperature: 0, logprobs: true,
@@ -164,6 +180,17 @@ const api = {
     const chunks = await collect(await client.completions.create({ ...body, stream: true }));
     assert.equal(chunks.map((c) => c.choices[0]?.text ?? '').join(''), whole.choices[0].text);
     assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, whole.choices[0].finish_reason);
+  },
+  async completionsStreamingUsage() {
+    const chunks = await collect(await client.completions.create({
+      model: MODEL, prompt: ['a', 'b'], max_tokens: 3, ignore_eos: true, stream: true,
+      stream_options: { include_usage: true },
+    }));
+    const last = chunks[chunks.length - 1];
+    assert.deepEqual(last.choices, []);
+    assert.equal(last.usage.completion_tokens, 6);
+    const finished = chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason);
+    assert.deepEqual(finished.map((c) => c.index).sort(), [0, 1]);
   },
   async completionsBatchedPrompts() {
     const r = await client.completions.create({
