@@ -194,6 +194,13 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.enable_auto_tool_choice = p.get_flag("--enable-auto-tool-choice");
   opt.tool_call_parser = p.get("--tool-call-parser").value_or("");
   opt.reasoning_parser = p.get("--reasoning-parser").value_or("");
+  for (const auto& [flag, value] : {std::pair{"--tool-call-parser", opt.tool_call_parser},
+                                    std::pair{"--reasoning-parser", opt.reasoning_parser}}) {
+    if (!value.empty() && value != "gemma4" && value != "none") {
+      throw InputError(std::string(flag) + ": unknown parser '" + value +
+                       "' (gemmaserve has gemma4 and none)");
+    }
+  }
   opt.disable_log_requests = p.get_flag("--disable-log-requests");
   const int size_mb = p.get_int("--max-request-size-mb", 64);
   if (size_mb <= 0) throw InputError("--max-request-size-mb must be positive");

@@ -204,7 +204,13 @@ class ServerErrorsTest : public ::testing::Test {
         model,
         std::vector<std::string>{"--served-model-name", "gemma4", "other-name", "--api-key", kKey,
                                  "--max-request-size-mb", "1", "--max-model-len", "256",
-                                 "--kv-cache-memory-bytes", "64M"},
+                                 "--kv-cache-memory-bytes", "64M",
+                                 // vLLM flags with no meaning on CPU: accepted and logged.
+                                 "--trust-remote-code", "-tp", "4", "--enforce-eager",
+                                 "--compilation-config",
+                                 R"({"cudagraph_mode": "FULL_DECODE_ONLY"})", "--dtype", "auto",
+                                 "--enable-auto-tool-choice", "--tool-call-parser", "gemma4",
+                                 "--reasoning-parser", "gemma4"},
         dir_->path() / "server.log");
     if (!server_->wait_healthy()) setup_error_ = "server did not start:\n" + server_->log_text();
   }
@@ -270,6 +276,17 @@ TEST_F(ServerErrorsTest, EveryBadRequestGetsItsErrorAndTheServerStaysHealthy) {
     ASSERT_TRUE(ok);
     EXPECT_EQ(ok->status, 200) << ok->body;
   }
+}
+
+TEST_F(ServerErrorsTest, GpuOnlyFlagsAreAcceptedAndLogged) {
+  const std::string log = server_->log_text();
+  EXPECT_NE(log.find("--tensor-parallel-size 4 is accepted for vLLM compatibility and ignored"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--compilation-config"), std::string::npos);
+  EXPECT_NE(log.find("--enforce-eager is accepted"), std::string::npos);
+  EXPECT_NE(log.find("--trust-remote-code is accepted"), std::string::npos);
+  EXPECT_NE(log.find("stop token ids [1,50,106]"), std::string::npos);
 }
 
 TEST_F(ServerErrorsTest, BodyOverTheLimitIs413) {
@@ -369,6 +386,36 @@ TEST(ServerOverloadTest, OverTheWaitingLimitIs503WithRetryAfter) {
   auto after = c.Post("/v1/completions", R"({"prompt":"hi","max_tokens":2})", "application/json");
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
+}
+
+}  // namespace
+}  // namespace gemmaserve::testing
+
+namespace gemmaserve::testing {
+namespace {
+
+TEST(ServeCommandTest, FlagMistakesFailFastWithAMessage) {
+  const std::string bin = cli_binary().string();
+  auto help = run_command(bin + " serve --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--served-model-name"), std::string::npos);
+  EXPECT_NE(help.out.find("--max-num-batched-tokens"), std::string::npos);  // engine flags too
+  auto no_model = run_command(bin + " serve 2>&1");
+  EXPECT_EQ(no_model.exit_code, 2);
+  EXPECT_NE(no_model.out.find("serve needs MODEL_DIR"), std::string::npos);
+  auto bad_kwargs =
+      run_command(bin + " serve /nonexistent --default-chat-template-kwargs '[1]' 2>&1");
+  EXPECT_EQ(bad_kwargs.exit_code, 2);
+  EXPECT_NE(bad_kwargs.out.find("--default-chat-template-kwargs: must be a JSON object"),
+            std::string::npos)
+      << bad_kwargs.out;
+  auto bad_parser = run_command(bin + " serve /nonexistent --reasoning-parser deepseek_r1 2>&1");
+  EXPECT_EQ(bad_parser.exit_code, 2);
+  EXPECT_NE(bad_parser.out.find("unknown parser 'deepseek_r1'"), std::string::npos)
+      << bad_parser.out;
+  auto unknown = run_command(bin + " serve /nonexistent --no-such-flag 2>&1");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.out.find("unknown flag --no-such-flag"), std::string::npos);
 }
 
 }  // namespace
