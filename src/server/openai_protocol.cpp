@@ -12,6 +12,10 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
+constexpr int kMaxSamplesPerRequest = 128;
+// Sequences one completions request may start (prompts x n).
+constexpr size_t kMaxSequencesPerRequest = 4096;
+
 ApiError not_implemented(const std::string& message) {
   return ApiError(501, "NotImplementedError", message);
 }
@@ -21,6 +25,12 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   r.model = f.get_string("model");
   SamplingParams& p = r.params;
   if (auto v = f.get_int32("n")) p.n = *v;
+  // OpenAI's own limit; also keeps one request from allocating unbounded sampler state.
+  if (p.n > kMaxSamplesPerRequest) {
+    throw bad_request("n must be at most " + std::to_string(kMaxSamplesPerRequest) + ", got " +
+                          std::to_string(p.n) + ".",
+                      "n");
+  }
   if (auto v = f.get_double("temperature")) p.temperature = *v;
   if (auto v = f.get_double("top_p")) p.top_p = *v;
   if (auto v = f.get_int32("top_k")) p.top_k = *v;
@@ -336,6 +346,11 @@ CompletionRequest parse_completion_request(const ordered_json& body,
   // Completions default to 16 tokens; an explicit null asks for the remaining context.
   if (!body.contains("max_tokens")) r.max_tokens = 16;
   r.prompts = parse_prompts(f.raw("prompt"));
+  if (r.prompts.size() * static_cast<size_t>(std::max(r.params.n, 1)) > kMaxSequencesPerRequest) {
+    throw bad_request("A request may start at most " + std::to_string(kMaxSequencesPerRequest) +
+                          " sequences (prompts x n); split the batch.",
+                      "prompt");
+  }
   if (f.raw("prompt_embeds") != nullptr) {
     throw not_implemented("prompt_embeds are not supported by gemmaserve.");
   }

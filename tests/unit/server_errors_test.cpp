@@ -177,6 +177,7 @@ std::vector<BadRequest> bad_requests() {
        "BadRequestError", std::nullopt, true, "greater than max allowed: 20"},
       {"top_logprobs -1 over --max-logprobs", "POST", H,
        chat(R"("logprobs":true,"top_logprobs":-1)"), 400, "BadRequestError", std::nullopt},
+      {"n over 128", "POST", C, completion(R"("n":100000)"), 400, "BadRequestError", "n"},
       {"missing api key", "POST", C, completion(""), 401, "AuthenticationError", std::nullopt,
        false},
       {"models without api key", "GET", "/v1/models", "", 401, "AuthenticationError", std::nullopt,
