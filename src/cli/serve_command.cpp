@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -175,7 +176,15 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   } else if (const char* genv = std::getenv("GEMMASERVE_API_KEY"); genv && *genv) {
     opt.api_key = genv;
   }
-  if (auto t = p.get("--chat-template")) opt.chat_template = resolve_chat_template_arg(*t);
+  if (auto t = p.get("--chat-template")) {
+    // vLLM refuses a path-like value that is not a file instead of rendering it as text.
+    const bool path_like = t->find_first_of("{}\n") == std::string::npos &&
+                           (t->find('/') != std::string::npos || t->ends_with(".jinja"));
+    if (path_like && !std::filesystem::exists(*t)) {
+      throw InputError("--chat-template: '" + *t + "' looks like a path, but no such file exists");
+    }
+    opt.chat_template = resolve_chat_template_arg(*t);
+  }
   opt.trust_request_chat_template = p.get_flag("--trust-request-chat-template");
   if (auto kw = p.get("--default-chat-template-kwargs")) {
     opt.default_chat_template_kwargs =

@@ -414,6 +414,11 @@ TEST(ServeCommandTest, FlagMistakesFailFastWithAMessage) {
   EXPECT_EQ(bad_parser.exit_code, 2);
   EXPECT_NE(bad_parser.out.find("unknown parser 'deepseek_r1'"), std::string::npos)
       << bad_parser.out;
+  auto missing_template =
+      run_command(bin + " serve /nonexistent --chat-template /no/such/template.jinja 2>&1");
+  EXPECT_EQ(missing_template.exit_code, 2);
+  EXPECT_NE(missing_template.out.find("looks like a path"), std::string::npos)
+      << missing_template.out;
   auto unknown = run_command(bin + " serve /nonexistent --no-such-flag 2>&1");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.out.find("unknown flag --no-such-flag"), std::string::npos);
