@@ -354,7 +354,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   if (!ctx.options.disable_log_requests) {
     GS_LOG_INFO << "Received request " << job->id << ": " << job->prompt_ids.size()
                 << " prompt tokens, n=" << params.n << ", max_tokens=" << params.max_tokens
-                << ", stream=" << req.stream;
+                << ", stream=" << (req.stream ? "true" : "false");
   }
   ServingResponse resp;
   if (req.stream) {

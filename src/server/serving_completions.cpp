@@ -327,7 +327,8 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   session->submit(std::move(requests));
   if (!ctx.options.disable_log_requests) {
     GS_LOG_INFO << "Received request " << job->id << ": " << job->prompts.size()
-                << " prompt(s), n=" << req.params.n << ", stream=" << req.stream;
+                << " prompt(s), n=" << req.params.n
+                << ", stream=" << (req.stream ? "true" : "false");
   }
   ServingResponse resp;
   if (req.stream) {
