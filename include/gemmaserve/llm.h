@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,37 @@ struct Prompt {
   static Prompt from_ids(std::vector<int32_t> ids) { return Prompt{std::nullopt, std::move(ids)}; }
 };
 
+// LLM::chat options, named as in vLLM's LLM.chat and the chat completions request.
+struct ChatOptions {
+  nlohmann::ordered_json tools;  // null or an OpenAI tools array
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  std::optional<std::string> chat_template;  // template text; default: the checkpoint's
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  std::optional<std::string> reasoning_effort;  // Gemma 4: maps to enable_thinking
+  bool parse_output = true;  // Gemma 4: split reasoning and tool calls off the text
+};
+
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object as text
+};
+
+// One chat choice as the server's message object has it.
+struct ChatMessageOutput {
+  std::optional<std::string> content;
+  std::optional<std::string> reasoning;
+  std::vector<ChatToolCall> tool_calls;
+  std::string finish_reason;  // "tool_calls" when the output called tools
+};
+
+struct ChatOutput {
+  RequestOutput output;                     // the raw generation (text with markers)
+  std::string prompt;                       // the rendered chat prompt
+  std::vector<ChatMessageOutput> messages;  // one per sample
+};
+
 class LLM {
  public:
   explicit LLM(const EngineArgs& args);
@@ -64,6 +96,12 @@ class LLM {
   // every prompt before submitting any (InputError naming the prompt).
   std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
                                       const SamplingParams& params);
+
+  // Renders `messages` (an OpenAI messages array) with the chat template exactly as the server
+  // does, generates, and parses the output like /v1/chat/completions (the same code). Throws
+  // InputError without a tokenizer or chat template, or for a template error.
+  ChatOutput chat(const nlohmann::ordered_json& messages, const SamplingParams& params,
+                  const ChatOptions& options = {});
 
   // nullptr when the checkpoint has no tokenizer and none was given.
   const Tokenizer* tokenizer() const;

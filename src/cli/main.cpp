@@ -12,6 +12,7 @@
 #include "cli/make_test_model_command.h"
 #include "cli/quality_command.h"
 #include "cli/quantize_command.h"
+#include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
 #include "core/error.h"
 
@@ -20,8 +21,11 @@ namespace {
 constexpr const char* kUsage =
     "usage: gemmaserve <command> [options]\n"
     "commands:\n"
+    "  serve MODEL_DIR           OpenAI-compatible HTTP server (vLLM's routes and flags)\n"
     "  generate MODEL_DIR        generate from text or token-id prompts\n"
-    "  bench throughput|latency  offline benchmarks on random prompts (tokens/s)\n"
+    "  bench throughput|latency  offline benchmarks on random prompts (tokens/s, pp/tg, roofline)\n"
+    "  bench serve               load an OpenAI-compatible server like 'vllm bench serve'\n"
+    "  bench membw|matmul        memory read bandwidth; matmul kernel rates\n"
     "  tokenize --tokenizer P    print the token ids of a text\n"
     "  detokenize --tokenizer P  print the text of token ids\n"
     "  export-tokenizer          write a Hugging Face tokenizer.json from a GGUF vocabulary\n"
@@ -37,6 +41,7 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
   using Command = std::function<int(const std::vector<std::string>&)>;
   const std::map<std::string, Command> commands = {
+      {"serve", gemmaserve::run_serve_command},
       {"generate", gemmaserve::run_generate_command},
       {"bench",
        [](const std::vector<std::string>& args) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/python_text.h"
 
 namespace gemmaserve {
 
@@ -70,7 +71,7 @@ std::vector<int32_t> out_of_vocab(const std::vector<int32_t>& ids, int vocab_siz
 
 void SamplingParams::validate(int vocab_size, int max_logprobs) const {
   auto fail = [](const std::string& message) { throw InputError(message); };
-  auto num = [](double x) { return std::to_string(x); };
+  auto num = [](double x) { return python_float_repr(x); };  // Python prints -1.0, as vLLM
   if (n < 1) fail("n must be at least 1, got " + std::to_string(n) + ".");
   if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0)) {
     fail("presence_penalty must be in [-2, 2], got " + num(presence_penalty) + ".");

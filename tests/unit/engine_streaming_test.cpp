@@ -281,7 +281,7 @@ TEST(EngineStreaming, BadRequestsAreRefusedWithVllmMessagesAndAllOrNone) {
   EXPECT_EQ(message(empty), "The decoder prompt cannot be empty");
   EngineRequest bad_params = request("e", 5, 3);
   bad_params.params.temperature = -1;
-  EXPECT_EQ(message(bad_params), "temperature must be non-negative, got -1.000000.");
+  EXPECT_EQ(message(bad_params), "temperature must be non-negative, got -1.0.");
 
   // A batch with one bad request queues nothing, and its good ids stay free.
   std::vector<Submission> batch;

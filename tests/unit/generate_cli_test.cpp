@@ -173,7 +173,7 @@ TEST(GenerateCli, BadInputGetsClearErrors) {
                    "request has 4 input tokens. Please reduce the length of the input "
                    "messages.\n");
   r = generate_error(model + " --prompt-ids 2 --temperature -1");
-  EXPECT_EQ(r.out, "error: temperature must be non-negative, got -1.000000.\n");
+  EXPECT_EQ(r.out, "error: temperature must be non-negative, got -1.0.\n");
   r = generate_error(model + " --prompt-ids 2 --bogus");
   EXPECT_EQ(r.out, "error: unknown flag --bogus\n");
   r = generate_error(model);

@@ -90,9 +90,9 @@ TEST(Sampler, ValidateNamesTheField) {
     return std::string("no error");
   };
   EXPECT_EQ(message([](SamplingParams& p) { p.temperature = -1; }),
-            "temperature must be non-negative, got -1.000000.");
+            "temperature must be non-negative, got -1.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }),
-            "top_p must be in (0, 1], got 0.000000.");
+            "top_p must be in (0, 1], got 0.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = 101; }),
             "Requested sample logprobs of 101, which is greater than max allowed: 100");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = -2; }),
@@ -102,17 +102,17 @@ TEST(Sampler, ValidateNamesTheField) {
   EXPECT_EQ(message([](SamplingParams& p) { p.max_tokens = -1; }),
             "max_tokens must be at least 0, got -1.");
   EXPECT_EQ(message([](SamplingParams& p) { p.temperature = 2.5; }),
-            "temperature must be in [0, 2], got 2.500000.");
+            "temperature must be in [0, 2], got 2.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.top_k = -2; }),
             "top_k must be 0 (disable), or at least 1, got -2.");
   EXPECT_EQ(message([](SamplingParams& p) { p.min_p = 1.5; }),
-            "min_p must be in [0, 1], got 1.500000.");
+            "min_p must be in [0, 1], got 1.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.presence_penalty = 2.5; }),
-            "presence_penalty must be in [-2, 2], got 2.500000.");
+            "presence_penalty must be in [-2, 2], got 2.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.frequency_penalty = -3; }),
-            "frequency_penalty must be in [-2, 2], got -3.000000.");
+            "frequency_penalty must be in [-2, 2], got -3.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = 0; }),
-            "repetition_penalty must be greater than zero, got 0.000000.");
+            "repetition_penalty must be greater than zero, got 0.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.repetition_penalty = INFINITY; }),
             "repetition_penalty must be a finite number, got inf.");
   EXPECT_EQ(message([](SamplingParams& p) { p.min_tokens = 20; }),

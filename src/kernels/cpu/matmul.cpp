@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace gemmaserve::cpu {
 namespace {
@@ -100,6 +101,7 @@ void run(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa, RangeFn range) {
 float dot_f32(const float* a, const float* b, int64_t n) { return chosen_kernels().dot(a, b, n); }
 
 void matmul(const MatmulArgs& args, ThreadPool* pool) {
+  if (dtype_is_quantized(args.w_dtype)) return quant_matmul(args, pool);
   run(args, pool, cpu_isa(), chosen_kernels().range);
 }
 

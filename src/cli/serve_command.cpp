@@ -1,0 +1,292 @@
+#include "cli/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "cli/arg_parser.h"
+#include "cli/engine_flags.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/engine.h"
+#include "engine/engine_setup.h"
+#include "server/chat_rendering.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/serving_common.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+constexpr const char* kUsage =
+    "usage: gemmaserve serve MODEL_DIR [options]      (or --model MODEL_DIR)\n"
+    "OpenAI-compatible server with vLLM's routes and flags.\n"
+    "server options (vLLM's names):\n"
+    "  --host H (0.0.0.0)  --port N (8000; 0 = any free port)\n"
+    "  --served-model-name NAME...        names clients use in 'model' (default: MODEL_DIR)\n"
+    "  --api-key KEY                      require Authorization: Bearer KEY on /v1 (also env\n"
+    "                                     VLLM_API_KEY or GEMMASERVE_API_KEY)\n"
+    "  --chat-template FILE|TEXT          override the checkpoint's chat template\n"
+    "  --trust-request-chat-template      allow a per-request chat_template\n"
+    "  --default-chat-template-kwargs JSON e.g. '{\"enable_thinking\": true}'\n"
+    "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
+    "                                     (both parsers are on by default for Gemma 4)\n"
+    "  --limit-mm-per-prompt JSON  --max-logprobs N (20)\n"
+    "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
+    "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
+    "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
+    "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
+    "  --dtype, --enable-expert-parallel, --enable-chunked-prefill, --async-scheduling,\n"
+    "  --mm-processor-cache-gb, --mm-processor-kwargs, --kv-cache-dtype, --quantization/-q, ...\n";
+
+// Flags vLLM users pass that have no meaning (yet) on one CPU process.
+const std::vector<std::string>& ignored_value_flags() {
+  static const std::vector<std::string> flags = {"--tensor-parallel-size",
+                                                 "--pipeline-parallel-size",
+                                                 "--compilation-config",
+                                                 "--dtype",
+                                                 "--mm-processor-cache-gb",
+                                                 "--mm-processor-kwargs",
+                                                 "--kv-cache-dtype",
+                                                 "--quantization",
+                                                 "--chat-template-content-format",
+                                                 "--swap-space",
+                                                 "--speculative-config",
+                                                 "--allowed-origins",
+                                                 "--distributed-executor-backend",
+                                                 "--load-format",
+                                                 "--task",
+                                                 "--max-num-partial-prefills",
+                                                 "--data-parallel-size"};
+  return flags;
+}
+const std::vector<std::string>& ignored_bool_flags() {
+  static const std::vector<std::string> flags = {"--enforce-eager",
+                                                 "--trust-remote-code",
+                                                 "--enable-expert-parallel",
+                                                 "--enable-chunked-prefill",
+                                                 "--async-scheduling",
+                                                 "--disable-log-stats",
+                                                 "--enable-prompt-tokens-details",
+                                                 "--enable-request-id-headers",
+                                                 "--enable-tokenizer-info-endpoint",
+                                                 "--language-model-only",
+                                                 "--disable-uvicorn-access-log",
+                                                 "--enable-log-requests",
+                                                 "--enable-log-outputs"};
+  return flags;
+}
+
+// vLLM's nargs="+" for --served-model-name and its short aliases, rewritten for ArgParser.
+std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-tp") {
+      out.push_back("--tensor-parallel-size");
+    } else if (a == "-pp") {
+      out.push_back("--pipeline-parallel-size");
+    } else if (a == "-q") {
+      out.push_back("--quantization");
+    } else if (a == "--served-model-name") {
+      bool any = false;
+      while (i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) {
+        out.push_back(a);
+        out.push_back(args[++i]);
+        any = true;
+      }
+      if (!any) throw InputError("flag --served-model-name needs a value");
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+ordered_json parse_json_object_flag(const std::string& flag, const std::string& text) {
+  ordered_json j;
+  try {
+    j = ordered_json::parse(text);
+  } catch (const std::exception& e) {
+    throw InputError(flag + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw InputError(flag + ": must be a JSON object");
+  return j;
+}
+
+bool parser_enabled(const std::string& flag, const std::string& value, bool gemma4) {
+  if (value.empty()) return gemma4;
+  if (value == "none") return false;
+  if (value == "gemma4") {
+    if (!gemma4) {
+      GS_LOG_WARNING << flag << " gemma4 on a model that is not Gemma 4";
+    }
+    return true;
+  }
+  throw InputError(flag + ": unknown parser '" + value + "' (gemmaserve has gemma4 and none)");
+}
+
+}  // namespace
+
+int run_serve_command(const std::vector<std::string>& raw_args) {
+  ArgParser p;
+  add_engine_flags(p);
+  p.value("--model").value("--host").value("--port").value("--served-model-name");
+  p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
+  p.value("--limit-mm-per-prompt").value("--tool-call-parser").value("--reasoning-parser");
+  p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
+  p.value("--max-logprobs").value("--max-connections");
+  p.flag("--trust-request-chat-template").flag("--enable-auto-tool-choice");
+  p.flag("--disable-log-requests").flag("--help", {"-h"});
+  for (const auto& f : ignored_value_flags()) p.value(f);
+  for (const auto& f : ignored_bool_flags()) p.flag(f);
+  p.parse(normalize_args(raw_args), 1);
+  if (p.get_flag("--help")) {
+    std::cout << kUsage << engine_flags_usage();
+    return 0;
+  }
+  std::string model;
+  if (!p.positionals().empty()) model = p.positionals()[0];
+  if (auto m = p.get("--model")) {
+    if (!model.empty() && model != *m) {
+      throw InputError("serve got two models: '" + model + "' and --model '" + *m + "'");
+    }
+    model = *m;
+  }
+  if (model.empty()) throw InputError("serve needs MODEL_DIR (or --model)\n" + std::string(kUsage));
+  if (auto lvl = p.get("--uvicorn-log-level")) log::set_level(log::parse_level(*lvl));
+
+  ServerOptions opt;
+  opt.host = p.get("--host").value_or(opt.host);
+  opt.port = p.get_int("--port", opt.port);
+  if (opt.port < 0 || opt.port > 65535) throw InputError("--port must be in [0, 65535]");
+  opt.served_model_names = p.all("--served-model-name");
+  if (opt.served_model_names.empty()) opt.served_model_names.push_back(model);
+  if (auto k = p.get("--api-key")) {
+    opt.api_key = *k;
+  } else if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) {
+    opt.api_key = env;
+  } else if (const char* genv = std::getenv("GEMMASERVE_API_KEY"); genv && *genv) {
+    opt.api_key = genv;
+  }
+  if (auto t = p.get("--chat-template")) {
+    // vLLM refuses a path-like value that is not a file instead of rendering it as text.
+    const bool path_like = t->find_first_of("{}\n") == std::string::npos &&
+                           (t->find('/') != std::string::npos || t->ends_with(".jinja"));
+    if (path_like && !std::filesystem::exists(*t)) {
+      throw InputError("--chat-template: '" + *t + "' looks like a path, but no such file exists");
+    }
+    opt.chat_template = resolve_chat_template_arg(*t);
+  }
+  opt.trust_request_chat_template = p.get_flag("--trust-request-chat-template");
+  if (auto kw = p.get("--default-chat-template-kwargs")) {
+    opt.default_chat_template_kwargs =
+        parse_json_object_flag("--default-chat-template-kwargs", *kw);
+  }
+  if (auto mm = p.get("--limit-mm-per-prompt")) {
+    const ordered_json limits = parse_json_object_flag("--limit-mm-per-prompt", *mm);
+    for (auto it = limits.begin(); it != limits.end(); ++it) {
+      if (!it->is_number_integer() || it->get<int>() < 0) {
+        throw InputError("--limit-mm-per-prompt: '" + it.key() +
+                         "' must be a non-negative integer");
+      }
+      opt.limit_mm_per_prompt[it.key()] = it->get<int>();
+    }
+  }
+  opt.enable_auto_tool_choice = p.get_flag("--enable-auto-tool-choice");
+  opt.tool_call_parser = p.get("--tool-call-parser").value_or("");
+  opt.reasoning_parser = p.get("--reasoning-parser").value_or("");
+  for (const auto& [flag, value] : {std::pair{"--tool-call-parser", opt.tool_call_parser},
+                                    std::pair{"--reasoning-parser", opt.reasoning_parser}}) {
+    if (!value.empty() && value != "gemma4" && value != "none") {
+      throw InputError(std::string(flag) + ": unknown parser '" + value +
+                       "' (gemmaserve has gemma4 and none)");
+    }
+  }
+  opt.disable_log_requests = p.get_flag("--disable-log-requests");
+  const int size_mb = p.get_int("--max-request-size-mb", 64);
+  if (size_mb <= 0) throw InputError("--max-request-size-mb must be positive");
+  opt.max_request_size_bytes = static_cast<size_t>(size_mb) << 20;
+  opt.max_logprobs = p.get_int("--max-logprobs", opt.max_logprobs);
+  opt.max_connections = p.get_int("--max-connections", opt.max_connections);
+  const EngineArgs ea = engine_args_from_flags(p, model);
+  opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
+  if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");
+
+  for (const auto& f : ignored_value_flags()) {
+    if (auto v = p.get(f)) {
+      GS_LOG_WARNING << f << " " << *v << " is accepted for vLLM compatibility and ignored: "
+                     << "gemmaserve runs one CPU process (float32 compute)";
+    }
+  }
+  for (const auto& f : ignored_bool_flags()) {
+    if (p.get_flag(f)) {
+      GS_LOG_INFO << f << " is accepted for vLLM compatibility; no effect here";
+    }
+  }
+  if (!opt.limit_mm_per_prompt.empty()) {
+    GS_LOG_INFO << "--limit-mm-per-prompt accepted; multimodal input is not served yet";
+  }
+
+  // SIGINT/SIGTERM are taken by one waiting thread; blocked before any other thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Engine engine(ea);
+  ServerMetrics metrics(opt.served_model_names.front());
+  ServingContext ctx{engine, opt, metrics};
+  ctx.generation =
+      resolve_generation_defaults(model, ea.generation_config, ea.override_generation_config);
+  ctx.created_at = unix_time_now();
+  ctx.gemma4 = engine.model_config().model_type.rfind("gemma4", 0) == 0;
+  ctx.reasoning_parser = parser_enabled("--reasoning-parser", opt.reasoning_parser, ctx.gemma4);
+  ctx.tool_parser = parser_enabled("--tool-call-parser", opt.tool_call_parser, ctx.gemma4);
+  if (opt.chat_template) {
+    ctx.chat_template = ChatTemplate::parse(*opt.chat_template, "--chat-template");
+  } else if (auto t = load_chat_template(model)) {
+    ctx.chat_template = ChatTemplate::parse(*t, model + " chat template");
+  } else {
+    GS_LOG_WARNING << model << " has no chat template; /v1/chat/completions needs "
+                   << "--chat-template or a per-request chat_template";
+  }
+  if (const Tokenizer* tok = engine.tokenizer()) {
+    ctx.bos_token = token_text_or_empty(*tok, tok->bos_id());
+    if (!tok->eos_ids().empty()) ctx.eos_token = token_text_or_empty(*tok, tok->eos_ids()[0]);
+  }
+  std::string eos;
+  for (int32_t id : engine.eos_token_ids()) eos += (eos.empty() ? "" : ",") + std::to_string(id);
+  GS_LOG_INFO << "serving " << model << " as '" << opt.served_model_names.front()
+              << "', max_model_len " << engine.max_model_len() << ", stop token ids [" << eos
+              << "], reasoning parser " << (ctx.reasoning_parser ? "gemma4" : "off")
+              << ", tool parser " << (ctx.tool_parser ? "gemma4" : "off");
+
+  HttpServer server(ctx);
+  const int port = server.bind(opt.host, opt.port);
+  std::thread signal_thread([&server, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != 0) {
+      GS_LOG_INFO << "shutting down (signal " << sig << ")";
+    }
+    server.stop();
+  });
+  GS_LOG_INFO << "Uvicorn running on http://" << opt.host << ":" << port
+              << " (Press CTRL+C to quit)";
+  const bool ok = server.listen();
+  // Wake the signal thread if the listener ended by itself.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  return ok ? 0 : 1;
+}
+
+}  // namespace gemmaserve

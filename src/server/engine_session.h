@@ -1,0 +1,52 @@
+// The engine requests of one HTTP request: submits them, queues the engine's streaming callbacks
+// for the HTTP thread, measures latencies for the metrics, and aborts whatever is unfinished when
+// the session ends early (client gone, error), so KV blocks come back at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/metrics.h"
+
+namespace gemmaserve {
+
+struct SessionEvent {
+  size_t prompt_index = 0;
+  RequestOutputDelta delta;
+  std::optional<RequestOutput> final_output;  // with the last delta of the request
+  int num_cached_tokens = -1;
+};
+
+class EngineSession {
+ public:
+  EngineSession(Engine& engine, ServerMetrics& metrics);
+  // Aborts the requests that have not finished.
+  ~EngineSession();
+  EngineSession(const EngineSession&) = delete;
+  EngineSession& operator=(const EngineSession&) = delete;
+
+  // Submits all requests together (all or none); the engine's InputError propagates.
+  void submit(std::vector<EngineRequest> requests);
+  // Moves queued events into `out`, waiting up to `timeout` when none are queued. Returns false
+  // once every request has finished and its events were taken.
+  bool next_events(std::vector<SessionEvent>* out, std::chrono::milliseconds timeout);
+  // Aborts every unfinished request now.
+  void abort();
+
+ private:
+  struct State;
+  Engine& engine_;
+  ServerMetrics& metrics_;
+  std::shared_ptr<State> state_;
+  std::vector<std::string> request_ids_;
+};
+
+// A fresh request id: prefix + 32 random hex digits (vLLM's random_uuid).
+std::string random_request_id(const std::string& prefix);
+
+}  // namespace gemmaserve

@@ -1,0 +1,387 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "server/api_error.h"
+#include "server/chat_rendering.h"
+#include "server/serving_chat.h"
+#include "server/serving_completions.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+// httplib's ThreadPool has a fixed size, and every open SSE stream holds a worker for its whole
+// life; this queue starts a worker whenever none is idle, up to `max_threads`.
+class GrowingTaskQueue : public httplib::TaskQueue {
+ public:
+  explicit GrowingTaskQueue(size_t max_threads) : max_threads_(max_threads) {}
+  ~GrowingTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(fn));
+      if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
+        threads_.emplace_back([this] { work(); });
+      }
+    }
+    wake_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ++idle_;
+        wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        --idle_;
+        if (jobs_.empty()) return;  // stopping and drained
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  size_t max_threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+std::string status_phrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Request Entity Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+void send_json(httplib::Response& res, int status, const ordered_json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+  send_json(res, e.status(), error_json(e));
+}
+
+// Deeper JSON would only be a way to exhaust the stack of recursive consumers (templates, dumps).
+constexpr int kMaxJsonDepth = 128;
+
+int json_nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+ordered_json parse_body(const httplib::Request& req) {
+  if (json_nesting_depth(req.body) > kMaxJsonDepth) {
+    throw bad_request("JSON nesting deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels is not accepted");
+  }
+  try {
+    return ordered_json::parse(req.body);
+  } catch (const nlohmann::json::exception& e) {
+    throw bad_request(std::string("JSON decode error: ") + e.what());
+  }
+}
+
+// Runs a route, turning every exception into an OpenAI error response: the one place.
+void guarded(httplib::Response& res, const std::function<void()>& route) {
+  try {
+    route();
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const InputError& e) {
+    send_error(res, bad_request(e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    send_error(res, bad_request(e.what()));
+  } catch (const std::bad_alloc&) {
+    send_error(res, ApiError(500, "InternalServerError", "out of memory"));
+  } catch (const std::exception& e) {
+    GS_LOG_ERROR << "internal error: " << e.what();
+    send_error(res, ApiError(500, "InternalServerError", e.what()));
+  }
+}
+
+void send_serving_response(httplib::Response& res, ServingResponse response) {
+  if (!response.stream) {
+    send_json(res, response.status, response.body);
+    return;
+  }
+  auto stream = std::make_shared<std::function<void(const SseWrite&)>>(std::move(response.stream));
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [stream](size_t, httplib::DataSink& sink) {
+        (*stream)([&sink](const std::string& s) { return sink.write(s.data(), s.size()); });
+        sink.done();
+        return true;
+      },
+      // Dropping the stream releases its EngineSession, which aborts what is unfinished.
+      [stream](bool) { *stream = nullptr; });
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServingContext& ctx)
+    : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+  const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8));
+  // httplib takes ownership of the returned queue (its API needs a raw pointer).
+  server_->new_task_queue = [max_threads] { return new GrowingTaskQueue(max_threads); };
+  server_->set_keep_alive_max_count(100000);
+  server_->set_payload_max_length(ctx.options.max_request_size_bytes);
+  server_->set_read_timeout(300, 0);
+  server_->set_write_timeout(300, 0);
+  register_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind(const std::string& host, int port) {
+  const int bound =
+      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound < 0) {
+    throw InputError("cannot listen on " + host + ":" + std::to_string(port) +
+                     " (address in use or not available)");
+  }
+  return bound;
+}
+
+bool HttpServer::listen() { return server_->listen_after_bind(); }
+
+void HttpServer::stop() {
+  if (server_ && server_->is_running()) server_->stop();
+}
+
+void HttpServer::register_routes() {
+  httplib::Server& s = *server_;
+  ServingContext& ctx = ctx_;
+
+  // API key on /v1 routes, as vLLM's AuthenticationMiddleware.
+  s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (!ctx.options.api_key || req.method == "OPTIONS" || req.path.rfind("/v1", 0) != 0) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (req.get_header_value("Authorization") != "Bearer " + *ctx.options.api_key) {
+      send_error(res, ApiError(401, "AuthenticationError", "Unauthorized"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Framework-level errors (unknown route, body too large) in the same error shape.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = status_phrase(res.status);
+        if (res.status == 413) message = "Request body too large (see --max-request-size-mb)";
+        res.set_content(
+            dump_json(error_json(res.status, status_phrase(res.status), message, std::nullopt)),
+            "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  s.Get("/ping", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, ordered_json{{"version", GEMMASERVE_VERSION}});
+  });
+  s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ctx.metrics.render(ctx.engine.stats()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+    ordered_json data = ordered_json::array();
+    for (const std::string& name : ctx.options.served_model_names) {
+      ordered_json perm;
+      perm["id"] = random_request_id("modelperm-");
+      perm["object"] = "model_permission";
+      perm["created"] = ctx.created_at;
+      perm["allow_create_engine"] = false;
+      perm["allow_sampling"] = true;
+      perm["allow_logprobs"] = true;
+      perm["allow_search_indices"] = false;
+      perm["allow_view"] = true;
+      perm["allow_fine_tuning"] = false;
+      perm["organization"] = "*";
+      perm["group"] = nullptr;
+      perm["is_blocking"] = false;
+      ordered_json m;
+      m["id"] = name;
+      m["object"] = "model";
+      m["created"] = ctx.created_at;
+      m["owned_by"] = "vllm";
+      m["root"] = ctx.engine.args().model;
+      m["parent"] = nullptr;
+      m["max_model_len"] = ctx.engine.max_model_len();
+      m["permission"] = ordered_json::array({perm});
+      data.push_back(std::move(m));
+    }
+    send_json(res, 200, ordered_json{{"object", "list"}, {"data", data}});
+  });
+  s.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { send_serving_response(res, serve_completion(ctx, parse_body(req))); });
+  });
+  s.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { send_serving_response(res, serve_chat(ctx, parse_body(req))); });
+  });
+  s.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const ordered_json body = parse_body(req);
+      if (!body.is_object()) throw bad_request("The request body must be a JSON object.");
+      const Tokenizer* tok = ctx.engine.tokenizer();
+      if (tok == nullptr) throw bad_request("this model has no tokenizer");
+      check_model_name(ctx, body.contains("model") && body["model"].is_string()
+                                ? std::optional<std::string>(body["model"].get<std::string>())
+                                : std::nullopt);
+      std::vector<int32_t> ids;
+      if (body.contains("messages")) {
+        if (!ctx.chat_template) throw bad_request("this model has no chat template", "messages");
+        ChatPromptInput in;
+        in.messages = body["messages"];
+        if (!in.messages.is_array() || in.messages.empty()) {
+          throw bad_request("messages must be a non-empty list", "messages");
+        }
+        in.tools = body.value("tools", ordered_json(nullptr));
+        in.add_generation_prompt = body.value("add_generation_prompt", true);
+        in.continue_final_message = body.value("continue_final_message", false);
+        in.default_kwargs = ctx.options.default_chat_template_kwargs;
+        in.kwargs = body.value("chat_template_kwargs", ordered_json::object());
+        in.gemma4 = ctx.gemma4;
+        in.add_special_tokens = body.value("add_special_tokens", false);
+        ids = render_chat_prompt(*ctx.chat_template, *tok, in).token_ids;
+      } else if (body.contains("prompt") && body["prompt"].is_string()) {
+        const std::string text = body["prompt"].get<std::string>();
+        ids = body.value("add_special_tokens", true) ? ctx.engine.encode_prompt(text)
+                                                     : tok->encode(text, false, true);
+      } else {
+        throw bad_request("prompt: Input should be a valid string (or pass messages)", "prompt");
+      }
+      ordered_json out;
+      out["count"] = ids.size();
+      out["max_model_len"] = ctx.engine.max_model_len();
+      out["tokens"] = ids;
+      if (body.value("return_token_strs", false)) {
+        ordered_json strs = ordered_json::array();
+        for (int32_t id : ids) strs.push_back(std::string(tok->id_to_piece(id)));
+        out["token_strs"] = std::move(strs);
+      } else {
+        out["token_strs"] = nullptr;
+      }
+      send_json(res, 200, out);
+    });
+  });
+  s.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const ordered_json body = parse_body(req);
+      if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+        throw bad_request("tokens: Input should be a valid list of token ids", "tokens");
+      }
+      const Tokenizer* tok = ctx.engine.tokenizer();
+      if (tok == nullptr) throw bad_request("this model has no tokenizer");
+      std::vector<int32_t> ids;
+      for (const auto& t : body["tokens"]) {
+        if (!t.is_number_integer()) throw bad_request("tokens must be integers", "tokens");
+        const int64_t id = t.get<int64_t>();
+        if (id < 0 || id >= ctx.engine.vocab_size()) {
+          throw bad_request("Token id " + std::to_string(id) + " is out of vocabulary", "tokens");
+        }
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      send_json(res, 200, ordered_json{{"prompt", tok->decode(ids, false)}});
+    });
+  });
+  s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      const Tokenizer* tok = ctx.engine.tokenizer();
+      if (tok == nullptr) throw bad_request("this model has no tokenizer");
+      ordered_json out;
+      out["tokenizer_class"] = "GemmaTokenizer";
+      out["bos_token"] = ctx.bos_token;
+      out["eos_token"] = ctx.eos_token;
+      out["pad_token"] = "<pad>";
+      out["chat_template"] =
+          ctx.chat_template ? ordered_json(ctx.chat_template->source()) : ordered_json(nullptr);
+      out["model_max_length"] = ctx.engine.max_model_len();
+      send_json(res, 200, out);
+    });
+  });
+
+  // Known routes with the wrong method: 405 like FastAPI (httplib alone would say 404).
+  const auto method_not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 405, error_json(405, status_phrase(405), status_phrase(405), std::nullopt));
+  };
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+    s.Get(path, method_not_allowed);
+    s.Put(path, method_not_allowed);
+    s.Delete(path, method_not_allowed);
+  }
+  for (const char* path : {"/v1/models", "/health", "/version", "/metrics", "/tokenizer_info"}) {
+    s.Post(path, method_not_allowed);
+    s.Put(path, method_not_allowed);
+    s.Delete(path, method_not_allowed);
+  }
+}
+
+}  // namespace gemmaserve

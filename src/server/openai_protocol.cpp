@@ -1,0 +1,424 @@
+#include "server/openai_protocol.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/python_text.h"
+#include "server/api_error.h"
+#include "server/request_fields.h"
+
+namespace gemmaserve {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+constexpr int kMaxSamplesPerRequest = 128;
+// Sequences one completions request may start (prompts x n).
+constexpr size_t kMaxSequencesPerRequest = 4096;
+
+ApiError not_implemented(const std::string& message) {
+  return ApiError(501, "NotImplementedError", message);
+}
+
+// Sampling and shared fields, in vLLM's names; `chat` selects the chat-only spellings.
+void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) {
+  r.model = f.get_string("model");
+  SamplingParams& p = r.params;
+  if (auto v = f.get_int32("n")) p.n = *v;
+  // OpenAI's own limit; also keeps one request from allocating unbounded sampler state.
+  if (p.n > kMaxSamplesPerRequest) {
+    throw bad_request("n must be at most " + std::to_string(kMaxSamplesPerRequest) + ", got " +
+                          std::to_string(p.n) + ".",
+                      "n");
+  }
+  if (auto v = f.get_double("temperature")) p.temperature = *v;
+  if (auto v = f.get_double("top_p")) p.top_p = *v;
+  if (auto v = f.get_int32("top_k")) p.top_k = *v;
+  if (auto v = f.get_double("min_p")) p.min_p = *v;
+  if (auto v = f.get_double("presence_penalty")) p.presence_penalty = *v;
+  if (auto v = f.get_double("frequency_penalty")) p.frequency_penalty = *v;
+  if (auto v = f.get_double("repetition_penalty")) p.repetition_penalty = *v;
+  if (auto v = f.get_int("seed")) p.seed = static_cast<uint64_t>(*v);
+  if (auto v = f.get_string_list("stop")) p.stop = *v;
+  if (auto v = f.get_int_list("stop_token_ids")) p.stop_token_ids = *v;
+  if (auto v = f.get_bool("include_stop_str_in_output")) p.include_stop_str_in_output = *v;
+  if (auto v = f.get_bool("ignore_eos")) p.ignore_eos = *v;
+  if (auto v = f.get_int32("min_tokens")) p.min_tokens = *v;
+  if (auto v = f.get_int_list("allowed_token_ids")) p.allowed_token_ids = *v;
+  if (auto v = f.get_string_list("bad_words", false)) p.bad_words = *v;
+  if (auto v = f.get_bool("skip_special_tokens")) p.skip_special_tokens = *v;
+  f.get_bool("spaces_between_special_tokens");  // Gemma's decoder never inserts spaces
+  if (auto v = f.get_int32("prompt_logprobs")) p.prompt_logprobs = *v;
+  if (const auto* bias = f.raw("logit_bias")) {
+    if (!bias->is_object()) {
+      throw bad_request("logit_bias: Input should be a valid dictionary", "logit_bias");
+    }
+    for (auto it = bias->begin(); it != bias->end(); ++it) {
+      const ordered_json key = it.key();
+      int64_t id = 0;
+      try {
+        id = json_to_int(key, "logit_bias");
+      } catch (const ApiError&) {
+        throw bad_request("logit_bias: invalid token id '" + it.key() +
+                              "': keys must be token ids written as integers",
+                          "logit_bias");
+      }
+      const double b = json_to_double(it.value(), "logit_bias");
+      if (!std::isfinite(b)) throw bad_request("logit_bias values must be finite", "logit_bias");
+      if (id < 0 || id > INT32_MAX) {
+        throw bad_request("token_id(s) [" + std::to_string(id) +
+                              "] in logit_bias contain out-of-vocab token ids.",
+                          "logit_bias");
+      }
+      // vLLM clamps each bias to [-100, 100].
+      p.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(std::clamp(b, -100.0, 100.0));
+    }
+  }
+  std::optional<int> max_tokens = f.get_int32("max_tokens");
+  if (chat) {
+    if (auto v = f.get_int32("max_completion_tokens")) max_tokens = v;
+  }
+  r.max_tokens = max_tokens;
+  if (r.max_tokens && *r.max_tokens < 0) {
+    throw bad_request("max_tokens must be at least 1, got " + std::to_string(*r.max_tokens) + ".",
+                      chat ? "max_completion_tokens" : "max_tokens");
+  }
+  if (auto v = f.get_bool("stream")) r.stream = *v;
+  if (const auto* so = f.raw("stream_options")) {
+    if (!r.stream) {
+      throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+    }
+    if (!so->is_object()) {
+      throw bad_request("stream_options: Input should be a valid dictionary", "stream_options");
+    }
+    RequestFields sf(*so);
+    r.stream_options.include_usage = sf.get_bool("include_usage").value_or(true);
+    r.stream_options.continuous_usage_stats = sf.get_bool("continuous_usage_stats").value_or(false);
+  }
+  if (p.prompt_logprobs && r.stream) {
+    throw bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+  }
+  if (auto v = f.get_int32("priority")) r.priority = *v;
+  r.cache_salt = f.get_string("cache_salt");
+  if (r.cache_salt && r.cache_salt->empty()) {
+    throw bad_request("Parameter 'cache_salt' must be a non-empty string if provided.",
+                      "cache_salt");
+  }
+  r.request_id = f.get_string("request_id");
+  r.add_special_tokens = f.get_bool("add_special_tokens");
+  if (auto v = f.get_bool("echo")) r.echo = *v;
+  if (auto v = f.get_bool("return_token_ids")) r.return_token_ids = *v;
+  if (auto v = f.get_bool("return_tokens_as_token_ids")) r.return_tokens_as_token_ids = *v;
+  if (auto v = f.get_int32("truncate_prompt_tokens")) {
+    if (*v < -1 || *v == 0) {
+      throw bad_request("truncate_prompt_tokens must be -1 or a positive integer, got " +
+                            std::to_string(*v) + ".",
+                        "truncate_prompt_tokens");
+    }
+    r.truncate_prompt_tokens = *v;
+  }
+  if (auto v = f.get_int32("best_of")) {
+    if (*v < p.n) {
+      throw bad_request("best_of must be greater than or equal to n, got n=" + std::to_string(p.n) +
+                            " and best_of=" + std::to_string(*v) + ".",
+                        "best_of");
+    }
+    if (*v != p.n) throw not_implemented("best_of > n is not supported (vLLM V1 dropped it).");
+  }
+  if (f.get_bool("use_beam_search").value_or(false)) {
+    throw not_implemented("Beam search is not supported by gemmaserve yet.");
+  }
+  f.get_double("length_penalty");  // beam search only
+  f.get_string("user");            // OpenAI's end-user id: accepted and ignored, as vLLM
+  if (const auto* rf = f.raw("response_format")) {
+    const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
+                                 ? (*rf)["type"].get<std::string>()
+                                 : "";
+    if (type.empty()) {
+      throw bad_request(
+          "response_format: 'type' must be one of text, json_object, json_schema, "
+          "structural_tag",
+          "response_format");
+    }
+    if (type != "text") {
+      throw not_implemented("response_format '" + type +
+                            "' needs structured outputs, which gemmaserve does not have yet.");
+    }
+  }
+  for (const char* guided :
+       {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
+    if (f.raw(guided) != nullptr) {
+      throw not_implemented(std::string(guided) + " is not supported by gemmaserve yet.");
+    }
+  }
+  if (f.raw("logits_processors") != nullptr) {
+    throw not_implemented("logits_processors are not supported by gemmaserve.");
+  }
+}
+
+PromptInput token_prompt(const ordered_json& list) {
+  PromptInput p;
+  for (const auto& e : list) {
+    if (!e.is_number_integer()) {
+      throw bad_request("prompt: a token-id prompt must hold integers only", "prompt");
+    }
+    const int64_t id = e.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) {
+      throw bad_request("Token id " + std::to_string(id) + " is out of vocabulary", "prompt");
+    }
+    p.token_ids.push_back(static_cast<int32_t>(id));
+  }
+  if (p.token_ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
+  return p;
+}
+
+std::vector<PromptInput> parse_prompts(const ordered_json* prompt) {
+  if (prompt == nullptr) {
+    throw bad_request("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
+  }
+  std::vector<PromptInput> out;
+  if (prompt->is_string()) {
+    out.push_back(PromptInput{prompt->get<std::string>(), {}});
+  } else if (prompt->is_array() && !prompt->empty()) {
+    const ordered_json& first = prompt->front();
+    if (first.is_number()) {
+      out.push_back(token_prompt(*prompt));
+    } else {
+      for (const auto& e : *prompt) {
+        if (e.is_string()) {
+          out.push_back(PromptInput{e.get<std::string>(), {}});
+        } else if (e.is_array()) {
+          out.push_back(token_prompt(e));
+        } else {
+          throw bad_request("prompt: each entry must be a string or a list of token ids", "prompt");
+        }
+      }
+    }
+  } else if (prompt->is_array()) {
+    throw bad_request("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
+  } else {
+    throw bad_request(
+        "prompt: Input should be a string, a list of strings, a list of token ids "
+        "or a list of token-id lists",
+        "prompt");
+  }
+  for (const PromptInput& p : out) {
+    if (p.text && p.text->empty()) {
+      throw bad_request("The decoder prompt cannot be empty", "prompt");
+    }
+  }
+  return out;
+}
+
+void check_image_url(const ordered_json& part) {
+  const ordered_json* url = nullptr;
+  if (part.contains("image_url")) {
+    const ordered_json& iu = part["image_url"];
+    if (iu.is_string()) url = &iu;
+    if (iu.is_object() && iu.contains("url")) url = &iu["url"];
+  }
+  if (url == nullptr || !url->is_string()) {
+    throw bad_request("image_url content parts need image_url.url (a string)", "messages");
+  }
+  const std::string u = url->get<std::string>();
+  const bool data_url = u.rfind("data:image/", 0) == 0 && u.find(";base64,") != std::string::npos;
+  const bool web_url = u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0;
+  if (!data_url && !web_url) {
+    throw bad_request(
+        "Invalid image URL: expected a data:image/...;base64, URL or http(s) URL, "
+        "got '" +
+            u.substr(0, 64) + "'",
+        "messages");
+  }
+}
+
+// Checks the message list's shape; reports whether it holds image parts.
+bool check_messages(const ordered_json& messages) {
+  if (!messages.is_array()) throw bad_request("messages: Input should be a valid list", "messages");
+  if (messages.empty()) throw bad_request("messages must contain at least one message", "messages");
+  bool images = false;
+  for (const auto& m : messages) {
+    if (!m.is_object()) throw bad_request("messages: each message must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) {
+      throw bad_request("messages: each message needs a 'role' string", "messages");
+    }
+    if (!m.contains("content")) continue;
+    const ordered_json& c = m["content"];
+    if (c.is_null() || c.is_string()) continue;
+    if (!c.is_array()) {
+      throw bad_request("messages: content must be a string or a list of content parts",
+                        "messages");
+    }
+    for (const auto& part : c) {
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+        throw bad_request("messages: each content part needs a 'type'", "messages");
+      }
+      const std::string type = part["type"].get<std::string>();
+      if (type == "text") {
+        if (!part.contains("text") || !part["text"].is_string()) {
+          throw bad_request("messages: text content parts need a 'text' string", "messages");
+        }
+      } else if (type == "image_url" || type == "image") {
+        if (type == "image_url") check_image_url(part);
+        images = true;
+      } else if (type == "input_audio" || type == "audio_url" || type == "video_url") {
+        throw bad_request("Content part type '" + type + "' is not supported by this model.",
+                          "messages");
+      } else {
+        throw bad_request("Unknown content part type '" + type + "'", "messages");
+      }
+    }
+  }
+  return images;
+}
+
+void check_tools(const ordered_json& tools) {
+  if (!tools.is_array()) throw bad_request("tools: Input should be a valid list", "tools");
+  for (const auto& t : tools) {
+    if (!t.is_object() || t.value("type", std::string("function")) != "function" ||
+        !t.contains("function") || !t["function"].is_object()) {
+      throw bad_request("tools: each tool must be {\"type\": \"function\", \"function\": {...}}",
+                        "tools");
+    }
+    const ordered_json& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+      throw bad_request("tools: function.name must be a non-empty string", "tools");
+    }
+    if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object()) {
+      throw bad_request("tools: function.parameters must be a JSON Schema object", "tools");
+    }
+    if (fn.contains("description") && !fn["description"].is_null() &&
+        !fn["description"].is_string()) {
+      throw bad_request("tools: function.description must be a string", "tools");
+    }
+  }
+}
+
+void parse_tool_choice(RequestFields& f, ChatRequest& r) {
+  const ordered_json* tc = f.raw("tool_choice");
+  const bool has_tools = r.tools.is_array() && !r.tools.empty();
+  if (tc == nullptr) {
+    r.tool_choice = has_tools ? "auto" : "none";
+    return;
+  }
+  if (tc->is_string()) {
+    const std::string s = tc->get<std::string>();
+    if (s != "none" && s != "auto" && s != "required") {
+      throw bad_request("tool_choice must be 'none', 'auto', 'required' or a named function",
+                        "tool_choice");
+    }
+    r.tool_choice = s;
+  } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+             (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+    r.tool_choice = "function";
+    r.tool_choice_function = (*tc)["function"]["name"].get<std::string>();
+  } else {
+    throw bad_request(
+        "tool_choice must be 'none', 'auto', 'required' or "
+        "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+        "tool_choice");
+  }
+  if (r.tool_choice == "required" && !has_tools) {
+    r.tool_choice = "none";  // vLLM: required with an empty tool list degrades to none
+    return;
+  }
+  if (r.tool_choice != "none" && !has_tools) {
+    throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  }
+  if (r.tool_choice == "function") {
+    bool found = false;
+    for (const auto& t : r.tools) found = found || t["function"]["name"] == *r.tool_choice_function;
+    if (!found) {
+      throw bad_request("Tool '" + *r.tool_choice_function + "' has not been passed in `tools`.",
+                        "tool_choice");
+    }
+  }
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const ordered_json& body,
+                                           const SamplingParams& defaults) {
+  RequestFields f(body);
+  CompletionRequest r;
+  r.params = defaults;
+  parse_generation_fields(f, r, /*chat=*/false);
+  // Completions default to 16 tokens; an explicit null asks for the remaining context.
+  if (!body.contains("max_tokens")) r.max_tokens = 16;
+  r.prompts = parse_prompts(f.raw("prompt"));
+  if (r.prompts.size() * static_cast<size_t>(std::max(r.params.n, 1)) > kMaxSequencesPerRequest) {
+    throw bad_request("A request may start at most " + std::to_string(kMaxSequencesPerRequest) +
+                          " sequences (prompts x n); split the batch.",
+                      "prompt");
+  }
+  if (f.raw("prompt_embeds") != nullptr) {
+    throw not_implemented("prompt_embeds are not supported by gemmaserve.");
+  }
+  if (f.raw("suffix") != nullptr) throw bad_request("suffix is not currently supported", "suffix");
+  if (auto v = f.get_int32("logprobs")) {
+    if (*v < 0) throw bad_request("`logprobs` must be a positive value.", "logprobs");
+    r.logprobs = *v;
+    r.params.logprobs = *v;
+  }
+  // vLLM: echo with logprobs and no prompt_logprobs asks for prompt logprobs of the same size.
+  if (r.echo && r.logprobs && !r.params.prompt_logprobs) r.params.prompt_logprobs = r.logprobs;
+  r.ignored_fields = f.unread();
+  return r;
+}
+
+ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& defaults) {
+  RequestFields f(body);
+  ChatRequest r;
+  r.params = defaults;
+  parse_generation_fields(f, r, /*chat=*/true);
+  const ordered_json* messages = f.raw("messages");
+  if (messages == nullptr) throw bad_request("messages: Field required", "messages");
+  r.has_images = check_messages(*messages);
+  r.messages = *messages;
+  if (const auto* tools = f.raw("tools")) {
+    check_tools(*tools);
+    r.tools = *tools;
+  }
+  parse_tool_choice(f, r);
+  f.get_bool("parallel_tool_calls");
+  if (auto v = f.get_bool("logprobs")) r.logprobs = *v;
+  r.top_logprobs = f.get_int32("top_logprobs");
+  if (r.top_logprobs) {
+    if (!r.logprobs) {
+      throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.",
+                        "top_logprobs");
+    }
+    if (*r.top_logprobs < -1) {
+      throw bad_request("`top_logprobs` must be a positive value.", "top_logprobs");
+    }
+  }
+  if (r.logprobs) r.params.logprobs = r.top_logprobs.value_or(0);
+  if (auto v = f.get_bool("add_generation_prompt")) r.add_generation_prompt = *v;
+  if (auto v = f.get_bool("continue_final_message")) r.continue_final_message = *v;
+  if (r.add_generation_prompt && r.continue_final_message) {
+    throw bad_request(
+        "Cannot set both `continue_final_message` and `add_generation_prompt` to "
+        "True.",
+        "continue_final_message");
+  }
+  if (const auto* kw = f.raw("chat_template_kwargs")) {
+    if (!kw->is_object()) {
+      throw bad_request("chat_template_kwargs: Input should be a valid dictionary",
+                        "chat_template_kwargs");
+    }
+    r.chat_template_kwargs = *kw;
+  }
+  r.chat_template = f.get_string("chat_template");
+  r.reasoning_effort = f.get_string("reasoning_effort");
+  if (auto v = f.get_bool("include_reasoning")) r.include_reasoning = *v;
+  if (const auto* docs = f.raw("documents")) {
+    if (!docs->is_array())
+      throw bad_request("documents: Input should be a valid list", "documents");
+    r.documents = *docs;
+  }
+  f.raw("mm_processor_kwargs");
+  r.ignored_fields = f.unread();
+  return r;
+}
+
+}  // namespace gemmaserve

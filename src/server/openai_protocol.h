@@ -1,0 +1,73 @@
+// OpenAI/vLLM request bodies parsed into structs (protocol only, no serving logic): field types
+// and ranges are checked here with vLLM's messages; engine-level limits are checked when the
+// requests are submitted.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gemmaserve/sampling_params.h"
+
+namespace gemmaserve {
+
+struct StreamOptions {
+  bool include_usage = false;
+  bool continuous_usage_stats = false;
+};
+
+// Fields completions and chat share.
+struct GenerationRequest {
+  std::optional<std::string> model;
+  SamplingParams params;          // the server defaults with the client's fields applied
+  std::optional<int> max_tokens;  // nullopt = fill the remaining context
+  bool stream = false;
+  StreamOptions stream_options;
+  int priority = 0;
+  std::optional<std::string> cache_salt;
+  std::optional<std::string> request_id;
+  std::optional<bool> add_special_tokens;
+  bool echo = false;
+  bool return_token_ids = false;
+  bool return_tokens_as_token_ids = false;
+  std::optional<int> truncate_prompt_tokens;
+  std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
+};
+
+// One completions prompt: text or token ids.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> token_ids;
+};
+
+struct CompletionRequest : GenerationRequest {
+  std::vector<PromptInput> prompts;
+  std::optional<int> logprobs;  // top-N per token
+};
+
+struct ChatRequest : GenerationRequest {
+  nlohmann::ordered_json messages;                  // a non-empty array
+  nlohmann::ordered_json tools;                     // null or an array
+  std::string tool_choice = "none";                 // none | auto | required | function
+  std::optional<std::string> tool_choice_function;  // with tool_choice "function"
+  bool logprobs = false;
+  std::optional<int> top_logprobs;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  std::optional<std::string> chat_template;
+  std::optional<std::string> reasoning_effort;
+  bool include_reasoning = true;
+  nlohmann::ordered_json documents;  // null or an array
+  bool has_images = false;           // some content part is an image
+};
+
+// `defaults` are the generation-config defaults (Engine::default_sampling_params()).
+// Throws ApiError (400, or 501 for features not implemented) naming the field.
+CompletionRequest parse_completion_request(const nlohmann::ordered_json& body,
+                                           const SamplingParams& defaults);
+ChatRequest parse_chat_request(const nlohmann::ordered_json& body, const SamplingParams& defaults);
+
+}  // namespace gemmaserve

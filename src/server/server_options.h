@@ -1,0 +1,32 @@
+// What `gemmaserve serve` was started with, beyond the engine flags (vLLM's names).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gemmaserve {
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  std::vector<std::string> served_model_names;  // first is reported in responses
+  std::optional<std::string> api_key;           // --api-key, VLLM_API_KEY, GEMMASERVE_API_KEY
+  std::optional<std::string> chat_template;     // --chat-template, resolved to template text
+  bool trust_request_chat_template = false;
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
+  std::string reasoning_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
+  bool disable_log_requests = false;
+  size_t max_request_size_bytes = size_t{64} << 20;
+  int max_waiting_requests = 0;  // 0 = 8 x --max-num-seqs
+  int max_logprobs = 20;         // vLLM's --max-logprobs default
+  std::map<std::string, int> limit_mm_per_prompt;
+  int max_connections = 1024;  // HTTP worker threads at most (one per open connection)
+};
+
+}  // namespace gemmaserve

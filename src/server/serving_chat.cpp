@@ -1,0 +1,372 @@
+#include "server/serving_chat.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "server/api_error.h"
+#include "server/chat_output_parser.h"
+#include "server/chat_rendering.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+struct ChatJob {
+  ChatRequest request;
+  std::vector<int32_t> prompt_ids;
+  ChatParseOptions parse;
+  std::string id;
+  int64_t created = 0;
+  std::string echo_text;  // vLLM's chat echo: the last message's content when it is the assistant's
+};
+
+// vLLM's chat `echo`: the last message's text content when its role is the reply's role.
+std::string chat_echo_text(const ChatRequest& req) {
+  if (!req.echo || req.messages.empty()) return "";
+  const ordered_json& last = req.messages.back();
+  if (last.value("role", std::string()) != "assistant" || !last.contains("content")) return "";
+  const ordered_json& c = last["content"];
+  if (c.is_string()) return c.get<std::string>();
+  std::string text;
+  if (c.is_array()) {
+    for (const auto& part : c) {
+      if (part.value("type", std::string()) == "text") text += part.value("text", std::string());
+    }
+  }
+  return text;
+}
+
+double floor_logprob(float v) { return std::max(static_cast<double>(v), -9999.0); }
+
+ordered_json bytes_of(const std::string& s) {
+  ordered_json b = ordered_json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// vLLM's chat logprobs entries for generated tokens.
+ordered_json chat_logprobs_content(const ServingContext& ctx, const ChatJob& job,
+                                   const std::vector<int32_t>& ids,
+                                   const std::vector<TokenLogprobs>& lps) {
+  ordered_json content = ordered_json::array();
+  const bool as_ids = job.request.return_tokens_as_token_ids;
+  const int top = std::max(job.request.top_logprobs.value_or(0), 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string text = logprob_token_text(ctx, ids[i], as_ids);
+    ordered_json e;
+    e["token"] = text;
+    double lp = -9999.0;
+    if (i < lps.size()) {
+      auto it = lps[i].find(ids[i]);
+      if (it != lps[i].end()) lp = floor_logprob(it->second);
+    }
+    e["logprob"] = lp;
+    e["bytes"] = bytes_of(text);
+    ordered_json tops = ordered_json::array();
+    if (i < lps.size()) {
+      int taken = 0;
+      for (const auto& [tid, v] : ranked_logprobs(lps[i])) {
+        if (taken++ >= top) break;
+        const std::string t = logprob_token_text(ctx, tid, as_ids);
+        ordered_json te;
+        te["token"] = t;
+        te["logprob"] = floor_logprob(v);
+        te["bytes"] = bytes_of(t);
+        tops.push_back(std::move(te));
+      }
+    }
+    e["top_logprobs"] = std::move(tops);
+    content.push_back(std::move(e));
+  }
+  return content;
+}
+
+ordered_json tool_call_json(const ToolCall& call) {
+  ordered_json fn;
+  fn["name"] = call.name;
+  fn["arguments"] = call.arguments;
+  ordered_json t;
+  t["id"] = call.id;
+  t["type"] = "function";
+  t["function"] = std::move(fn);
+  return t;
+}
+
+std::string chat_finish_reason(const std::optional<std::string>& reason, bool called_tools) {
+  if (called_tools && (!reason || *reason == "stop")) return "tool_calls";
+  return reason.value_or("stop");
+}
+
+ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const RequestOutput& r) {
+  ordered_json choices = ordered_json::array();
+  int completion_tokens = 0;
+  for (const CompletionOutput& o : r.outputs) {
+    ChatMessageParts parts = parse_chat_output(o.text, job.parse);
+    ordered_json msg;
+    msg["role"] = "assistant";
+    if (!job.echo_text.empty()) parts.content = job.echo_text + parts.content.value_or("");
+    msg["content"] = parts.content ? ordered_json(*parts.content) : ordered_json(nullptr);
+    msg["refusal"] = nullptr;
+    msg["annotations"] = nullptr;
+    msg["audio"] = nullptr;
+    msg["function_call"] = nullptr;
+    msg["tool_calls"] = ordered_json::array();
+    for (const ToolCall& c : parts.tool_calls) msg["tool_calls"].push_back(tool_call_json(c));
+    msg["reasoning"] = parts.reasoning ? ordered_json(*parts.reasoning) : ordered_json(nullptr);
+    ordered_json c;
+    c["index"] = o.index;
+    c["message"] = std::move(msg);
+    if (job.request.logprobs && o.logprobs) {
+      ordered_json lp;
+      lp["content"] = chat_logprobs_content(ctx, job, o.token_ids, *o.logprobs);
+      c["logprobs"] = std::move(lp);
+    } else {
+      c["logprobs"] = nullptr;
+    }
+    c["finish_reason"] = chat_finish_reason(o.finish_reason, !parts.tool_calls.empty());
+    c["stop_reason"] = stop_reason_json(o.stop_reason_text, o.stop_reason_token);
+    if (job.request.return_token_ids) c["token_ids"] = o.token_ids;
+    completion_tokens += static_cast<int>(o.token_ids.size());
+    choices.push_back(std::move(c));
+  }
+  ordered_json resp;
+  resp["id"] = job.id;
+  resp["object"] = "chat.completion";
+  resp["created"] = job.created;
+  resp["model"] = ctx.model_name();
+  resp["choices"] = std::move(choices);
+  resp["service_tier"] = nullptr;
+  resp["system_fingerprint"] = nullptr;
+  resp["usage"] = usage_json(static_cast<int>(job.prompt_ids.size()), completion_tokens);
+  resp["prompt_logprobs"] = nullptr;
+  resp["prompt_token_ids"] =
+      job.request.return_token_ids ? ordered_json(job.prompt_ids) : ordered_json(nullptr);
+  resp["kv_transfer_params"] = nullptr;
+  return resp;
+}
+
+ordered_json tool_call_delta_json(const ToolCallDelta& d) {
+  ordered_json t;
+  t["index"] = d.index;
+  if (d.id) t["id"] = *d.id;
+  if (d.name) t["type"] = "function";
+  ordered_json fn = ordered_json::object();
+  if (d.name) fn["name"] = *d.name;
+  fn["arguments"] = d.arguments;
+  t["function"] = std::move(fn);
+  return t;
+}
+
+void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
+                 std::shared_ptr<EngineSession> session, const SseWrite& write) {
+  const int n = job->request.params.n;
+  const int prompt_tokens = static_cast<int>(job->prompt_ids.size());
+  std::vector<std::unique_ptr<ChatOutputParser>> parsers;
+  std::vector<int> tokens(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) parsers.push_back(std::make_unique<ChatOutputParser>(job->parse));
+  const auto& so = job->request.stream_options;
+  auto chunk = [&](ordered_json choices, bool with_usage) {
+    ordered_json c;
+    c["id"] = job->id;
+    c["object"] = "chat.completion.chunk";
+    c["created"] = job->created;
+    c["model"] = ctx.model_name();
+    c["choices"] = std::move(choices);
+    if (with_usage) {
+      int completion = 0;
+      for (int t : tokens) completion += t;
+      c["usage"] = usage_json(prompt_tokens, completion);
+    }
+    return sse_event(c);
+  };
+  const bool continuous = so.include_usage && so.continuous_usage_stats;
+  for (int i = 0; i < n; ++i) {
+    ordered_json delta;
+    delta["role"] = "assistant";
+    delta["content"] = "";
+    ordered_json choice;
+    choice["index"] = i;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    if (!write(chunk(ordered_json::array({std::move(choice)}), continuous))) {
+      session->abort();
+      return;
+    }
+    if (!job->echo_text.empty()) {
+      ordered_json echo;
+      echo["index"] = i;
+      echo["delta"] = ordered_json{{"content", job->echo_text}};
+      echo["logprobs"] = nullptr;
+      echo["finish_reason"] = nullptr;
+      if (!write(chunk(ordered_json::array({std::move(echo)}), continuous))) {
+        session->abort();
+        return;
+      }
+    }
+  }
+  const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
+    for (SessionEvent& e : events) {
+      for (const CompletionDelta& d : e.delta.outputs) {
+        ChatOutputParser& parser = *parsers[static_cast<size_t>(d.index)];
+        tokens[static_cast<size_t>(d.index)] += static_cast<int>(d.token_ids.size());
+        ChatOutputDelta out = parser.feed(d.text);
+        const bool finishing = d.finish_reason.has_value();
+        if (finishing) {
+          ChatOutputDelta tail = parser.finish();
+          out.reasoning += tail.reasoning;
+          out.content += tail.content;
+          for (auto& t : tail.tool_calls) out.tool_calls.push_back(std::move(t));
+        }
+        const bool with_logprobs = job->request.logprobs && !d.token_ids.empty();
+        if (out.empty() && !finishing && !with_logprobs) continue;
+        ordered_json delta = ordered_json::object();
+        if (!out.reasoning.empty()) delta["reasoning"] = out.reasoning;
+        if (!out.content.empty()) delta["content"] = out.content;
+        if (!out.tool_calls.empty()) {
+          delta["tool_calls"] = ordered_json::array();
+          for (const auto& t : out.tool_calls)
+            delta["tool_calls"].push_back(tool_call_delta_json(t));
+        }
+        ordered_json choice;
+        choice["index"] = d.index;
+        choice["delta"] = std::move(delta);
+        if (with_logprobs) {
+          ordered_json lp;
+          lp["content"] = chat_logprobs_content(ctx, *job, d.token_ids, d.logprobs);
+          choice["logprobs"] = std::move(lp);
+        } else {
+          choice["logprobs"] = nullptr;
+        }
+        if (finishing) {
+          choice["finish_reason"] =
+              chat_finish_reason(d.finish_reason, !parser.tool_calls().empty());
+          choice["stop_reason"] = stop_reason_json(d.stop_reason_text, d.stop_reason_token);
+        } else {
+          choice["finish_reason"] = nullptr;
+        }
+        if (job->request.return_token_ids) choice["token_ids"] = d.token_ids;
+        if (!write(chunk(ordered_json::array({std::move(choice)}), continuous))) {
+          return false;
+        }
+      }
+    }
+    return true;
+  });
+  if (end == StreamEnd::kClientGone) return;
+  if (end == StreamEnd::kFinished && so.include_usage) {
+    if (!write(chunk(ordered_json::array(), true))) return;
+  }
+  write("data: [DONE]\n\n");
+}
+
+}  // namespace
+
+ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
+  auto job = std::make_shared<ChatJob>();
+  job->request = parse_chat_request(body, ctx.engine.default_sampling_params());
+  ChatRequest& req = job->request;
+  check_model_name(ctx, req.model);
+  log_ignored_fields(req.ignored_fields);
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (tok == nullptr) {
+    throw bad_request("chat needs a tokenizer, and this model has none", "messages");
+  }
+  if (req.has_images) {
+    if (!ctx.engine.model_config().has_vision) {
+      throw bad_request(
+          "This model does not accept image input: " + ctx.model_name() + " has no vision encoder.",
+          "messages");
+    }
+    throw ApiError(501, "NotImplementedError",
+                   "Image input is not implemented in gemmaserve yet (text-only serving).");
+  }
+  std::optional<ChatTemplate> request_template;
+  if (req.chat_template) {
+    if (!ctx.options.trust_request_chat_template) {
+      throw bad_request(
+          "Chat template is passed with request, but --trust-request-chat-template "
+          "is not set. Refused request with untrusted chat template.",
+          "chat_template");
+    }
+    request_template = ChatTemplate::parse(*req.chat_template, "request chat_template");
+  }
+  const ChatTemplate* tmpl =
+      request_template ? &*request_template : (ctx.chat_template ? &*ctx.chat_template : nullptr);
+  if (tmpl == nullptr) {
+    throw bad_request(
+        "As of transformers v4.44, default chat template is no longer allowed, so "
+        "you must provide a chat template if the tokenizer does not define one.",
+        "chat_template");
+  }
+  ChatPromptInput in;
+  in.messages = req.messages;
+  in.tools = req.tools.is_array() ? req.tools : ordered_json(nullptr);
+  in.documents = req.documents;
+  in.add_generation_prompt = req.add_generation_prompt;
+  in.continue_final_message = req.continue_final_message;
+  in.default_kwargs = ctx.options.default_chat_template_kwargs;
+  in.kwargs = req.chat_template_kwargs;
+  in.reasoning_effort = req.reasoning_effort;
+  in.gemma4 = ctx.gemma4;
+  in.add_special_tokens = req.add_special_tokens.value_or(false);
+  ChatPrompt prompt = render_chat_prompt(*tmpl, *tok, in);
+  job->prompt_ids = std::move(prompt.token_ids);
+  prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens);
+
+  job->parse.parse_reasoning = ctx.reasoning_parser;
+  job->parse.parse_tools = ctx.tool_parser && req.tool_choice != "none";
+  job->parse.strip_markers = ctx.gemma4;
+  job->parse.include_reasoning = req.include_reasoning;
+  job->parse.starts_in_thought_channel =
+      ctx.reasoning_parser && prompt_ends_in_open_thought_channel(prompt.text);
+  if (req.tool_choice == "required" || req.tool_choice == "function") {
+    GS_LOG_WARNING << "tool_choice '" << req.tool_choice
+                   << "' is not enforced by guided decoding yet; the model's own tool calls are "
+                      "parsed as with 'auto'";
+  }
+
+  SamplingParams params = req.params;
+  // The parsers read the marker text, so special tokens are decoded and stripped afterwards.
+  if (ctx.gemma4 && (ctx.reasoning_parser || ctx.tool_parser)) params.skip_special_tokens = false;
+  params.max_tokens =
+      resolve_max_tokens(ctx, static_cast<int>(job->prompt_ids.size()), req.max_tokens);
+  check_overload(ctx);
+  job->echo_text = chat_echo_text(req);
+  job->id = random_request_id("chatcmpl-");
+  job->created = unix_time_now();
+  EngineRequest er;
+  er.request_id = job->id;
+  er.prompt_token_ids = job->prompt_ids;
+  er.prompt = prompt.text;
+  er.params = params;
+  er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs
+  er.priority = req.priority;
+  er.cache_salt = req.cache_salt;
+  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(er));
+  session->submit(std::move(one));
+  if (!ctx.options.disable_log_requests) {
+    GS_LOG_INFO << "Received request " << job->id << ": " << job->prompt_ids.size()
+                << " prompt tokens, n=" << params.n << ", max_tokens=" << params.max_tokens
+                << ", stream=" << (req.stream ? "true" : "false");
+  }
+  ServingResponse resp;
+  if (req.stream) {
+    ServingContext* c = &ctx;
+    resp.stream = [c, job, session](const SseWrite& write) {
+      stream_chat(*c, job, session, write);
+    };
+    return resp;
+  }
+  std::vector<RequestOutput> finals = collect_final_outputs(*session, 1);
+  resp.body = final_response(ctx, *job, finals[0]);
+  return resp;
+}
+
+}  // namespace gemmaserve

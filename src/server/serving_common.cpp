@@ -1,0 +1,172 @@
+#include "server/serving_common.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+
+using ordered_json = nlohmann::ordered_json;
+
+void check_model_name(const ServingContext& ctx, const std::optional<std::string>& model) {
+  if (!model) return;
+  const auto& names = ctx.options.served_model_names;
+  if (std::find(names.begin(), names.end(), *model) != names.end()) return;
+  throw ApiError(404, "NotFoundError", "The model `" + *model + "` does not exist.", "model");
+}
+
+void check_overload(const ServingContext& ctx) {
+  const EngineStats st = ctx.engine.stats();
+  const int limit = ctx.options.max_waiting_requests;
+  if (limit > 0 && st.num_waiting >= limit) {
+    throw ApiError(503, "ServiceUnavailableError",
+                   "The server is overloaded: " + std::to_string(st.num_waiting) +
+                       " requests are waiting (--max-waiting-requests " + std::to_string(limit) +
+                       "). Retry later.");
+  }
+}
+
+void log_ignored_fields(const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  std::string list;
+  for (const auto& f : fields) {
+    if (!list.empty()) list += ", ";
+    list += "'" + f + "'";
+  }
+  GS_LOG_WARNING << "The following fields were present in the request but ignored: {" << list
+                 << "}";
+}
+
+int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<int> requested) {
+  const int max_len = ctx.engine.max_model_len();
+  if (prompt_len >= max_len) {
+    const int wanted = requested.value_or(1);
+    throw bad_request("You passed " + std::to_string(prompt_len) + " input tokens and requested " +
+                          std::to_string(wanted) +
+                          " output tokens. However, the model's context length is only " +
+                          std::to_string(max_len) +
+                          " tokens, resulting in a maximum input length of " +
+                          std::to_string(std::max(max_len - std::max(wanted, 1), 0)) +
+                          " tokens. Please reduce the length of the input prompt.",
+                      "input_tokens");
+  }
+  if (requested && prompt_len + int64_t{*requested} > max_len) {
+    const std::string t = std::to_string(*requested), n = std::to_string(max_len),
+                      m = std::to_string(prompt_len);
+    throw bad_request("'max_tokens' or 'max_completion_tokens' is too large: " + t +
+                          ". This model's maximum context length is " + n +
+                          " tokens and your request has " + m + " input tokens (" + t + " > " + n +
+                          " - " + m + ").",
+                      "max_tokens");
+  }
+  int max_tokens = requested.value_or(max_len - prompt_len);
+  if (ctx.generation.max_tokens) max_tokens = std::min(max_tokens, *ctx.generation.max_tokens);
+  return max_tokens;
+}
+
+void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
+                        std::optional<int> truncate_prompt_tokens) {
+  if (truncate_prompt_tokens) {
+    const int keep =
+        *truncate_prompt_tokens == -1 ? ctx.engine.max_model_len() : *truncate_prompt_tokens;
+    if (static_cast<int>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
+  }
+  if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
+  const int vocab = ctx.engine.vocab_size();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      throw bad_request("Token id " + std::to_string(id) + " is out of vocabulary", "prompt");
+    }
+  }
+}
+
+std::string logprob_token_text(const ServingContext& ctx, int32_t id, bool as_token_id) {
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (as_token_id || tok == nullptr) return "token_id:" + std::to_string(id);
+  const int32_t one[1] = {id};
+  return tok->decode(one, /*skip_special=*/false);
+}
+
+std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& lp) {
+  std::vector<std::pair<int32_t, float>> v(lp.begin(), lp.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second;  // map order keeps ties by lower id
+  });
+  return v;
+}
+
+ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens) {
+  ordered_json u;
+  u["prompt_tokens"] = prompt_tokens;
+  u["total_tokens"] = prompt_tokens + completion_tokens;
+  u["completion_tokens"] = completion_tokens;
+  u["prompt_tokens_details"] = nullptr;
+  (void)cached_tokens;  // vLLM reports them only with --enable-prompt-tokens-details
+  return u;
+}
+
+ordered_json stop_reason_json(const std::optional<std::string>& text,
+                              const std::optional<int32_t>& token) {
+  if (text) return *text;
+  if (token) return *token;
+  return nullptr;
+}
+
+std::string dump_json(const ordered_json& j) {
+  return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+std::string sse_event(const ordered_json& chunk) {
+  std::string s = "data: ";
+  s += dump_json(chunk);
+  s += "\n\n";
+  return s;
+}
+
+int64_t unix_time_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<RequestOutput> collect_final_outputs(EngineSession& session, size_t num_prompts) {
+  std::vector<RequestOutput> finals(num_prompts);
+  std::vector<SessionEvent> events;
+  while (session.next_events(&events, std::chrono::milliseconds(500))) {
+    for (SessionEvent& e : events) {
+      if (e.final_output) finals[e.prompt_index] = std::move(*e.final_output);
+    }
+    events.clear();
+  }
+  return finals;
+}
+
+StreamEnd pump_stream(EngineSession& session, const SseWrite& write,
+                      const std::function<bool(std::vector<SessionEvent>&)>& on_events) {
+  std::vector<SessionEvent> events;
+  try {
+    while (session.next_events(&events, std::chrono::milliseconds(100))) {
+      if (events.empty()) continue;
+      if (!on_events(events)) {
+        session.abort();  // the client is gone: free its KV blocks now
+        return StreamEnd::kClientGone;
+      }
+      events.clear();
+    }
+  } catch (const std::exception& e) {
+    session.abort();
+    const bool input = dynamic_cast<const InputError*>(&e) != nullptr;
+    GS_LOG_ERROR << "error while streaming: " << e.what();
+    const bool sent = write(
+        sse_event(error_json(input ? 400 : 500, input ? "BadRequestError" : "InternalServerError",
+                             e.what(), std::nullopt)));
+    return sent ? StreamEnd::kFailed : StreamEnd::kClientGone;
+  }
+  return StreamEnd::kFinished;
+}
+
+}  // namespace gemmaserve

@@ -1,0 +1,91 @@
+// What the completions and chat handlers share: the serving context, the response they hand the
+// HTTP layer (a JSON body or an SSE stream), model-name and overload checks, the max_tokens rule,
+// logprob token text and the usage object.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_setup.h"
+#include "server/engine_session.h"
+#include "server/metrics.h"
+#include "server/openai_protocol.h"
+#include "server/server_options.h"
+#include "tokenizer/chat_template/chat_template.h"
+
+namespace gemmaserve {
+
+struct ServingContext {
+  ServingContext(Engine& e, const ServerOptions& o, ServerMetrics& m)
+      : engine(e), options(o), metrics(m) {}
+  Engine& engine;
+  const ServerOptions& options;
+  ServerMetrics& metrics;
+  GenerationDefaults generation;              // for the generation-config max_tokens cap
+  std::optional<ChatTemplate> chat_template;  // --chat-template or the checkpoint's
+  bool gemma4 = false;                        // a Gemma 4 checkpoint: its parsers are on
+  bool reasoning_parser = false;              // thinking -> reasoning
+  bool tool_parser = false;                   // tool calls -> tool_calls
+  std::string bos_token, eos_token;           // token texts for the template
+  int64_t created_at = 0;                     // server start (unix seconds), for /v1/models
+  const std::string& model_name() const { return options.served_model_names.front(); }
+};
+
+// Writes one SSE chunk; false when the client is gone.
+using SseWrite = std::function<bool(const std::string&)>;
+
+struct ServingResponse {
+  int status = 200;
+  nlohmann::ordered_json body;
+  // When set the response is an SSE stream produced by this function.
+  std::function<void(const SseWrite&)> stream;
+};
+
+// 404 NotFoundError unless `model` is absent or one of the served names.
+void check_model_name(const ServingContext& ctx, const std::optional<std::string>& model);
+// 503 ServiceUnavailableError when more than --max-waiting-requests wait.
+void check_overload(const ServingContext& ctx);
+// Logs the request fields that were ignored, as vLLM does.
+void log_ignored_fields(const std::vector<std::string>& fields);
+
+// Checks the prompt length and returns the max_tokens to run with: the request's (or the
+// remaining context when absent), capped by the generation config's max_new_tokens. vLLM's
+// context-length messages (400).
+int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<int> requested);
+
+// Checks and truncates a token prompt (truncate_prompt_tokens keeps the last N).
+void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
+                        std::optional<int> truncate_prompt_tokens);
+
+// The text of one token as vLLM shows it in logprobs ("token_id:N" when asked).
+std::string logprob_token_text(const ServingContext& ctx, int32_t id, bool as_token_id);
+// Top entries of a logprob map by rank (highest first, ties to the lower id).
+std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& lp);
+
+nlohmann::ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens = -1);
+nlohmann::ordered_json stop_reason_json(const std::optional<std::string>& text,
+                                        const std::optional<int32_t>& token);
+// "data: JSON\n\n", with invalid UTF-8 replaced rather than thrown.
+std::string sse_event(const nlohmann::ordered_json& chunk);
+std::string dump_json(const nlohmann::ordered_json& j);
+int64_t unix_time_now();
+
+// Waits for every request of the session to finish; returns the final outputs by prompt.
+std::vector<RequestOutput> collect_final_outputs(EngineSession& session, size_t num_prompts);
+
+enum class StreamEnd { kFinished, kFailed, kClientGone };
+
+// Runs a streaming loop: hands each batch of events to on_events (false = a write failed, the
+// client is gone), aborting the session at once when the client goes. If on_events throws, the
+// error is sent as an error event (kFailed). The caller sends usage and "data: [DONE]".
+StreamEnd pump_stream(EngineSession& session, const SseWrite& write,
+                      const std::function<bool(std::vector<SessionEvent>&)>& on_events);
+
+}  // namespace gemmaserve

@@ -1,0 +1,353 @@
+// End-to-end checks of `gemmaserve serve` with the official openai SDK.
+// usage: node server_openai.mjs BASE_URL (api|stop|load)...
+// BASE_URL is the server root (http://127.0.0.1:PORT); the model is served as "gemma4".
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const base = process.argv[2];
+const suites = process.argv.slice(3);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+const MODEL = 'gemma4';
+const user = (content) => [{ role: 'user', content }];
+
+async function collect(stream) {
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}
+
+async function metrics() {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const value = (name, labelPart = '') => {
+    let sum = 0;
+    let found = false;
+    for (const line of text.split('\n')) {
+      if (line.startsWith(name + '{') && line.includes(labelPart)) {
+        sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+        found = true;
+      }
+    }
+    assert.ok(found, `metric ${name} missing`);
+    return sum;
+  };
+  return { text, value };
+}
+
+const api = {
+  async chatNonStreaming() {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('Explain why graph execution improves decode performance.'),
+      max_tokens: 8, temperature: 0,
+    });
+    assert.equal(r.object, 'chat.completion');
+    assert.match(r.id, /^chatcmpl-/);
+    assert.equal(r.model, MODEL);
+    assert.equal(r.choices.length, 1);
+    assert.equal(r.choices[0].message.role, 'assistant');
+    assert.equal(typeof r.choices[0].message.content, 'string');
+    assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+    assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+    assert.ok(r.usage.completion_tokens <= 8);
+    assert.ok(!r.choices[0].message.content.includes('<turn|>'));
+  },
+  async chatStreamingMatchesNonStreaming() {
+    const body = { model: MODEL, messages: user('Hello there'), max_tokens: 12, temperature: 0 };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await collect(await client.chat.completions.create({
+      ...body, stream: true, stream_options: { include_usage: true },
+    }));
+    assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+    assert.equal(chunks[0].choices[0].delta.content, '');
+    const text = chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('');
+    assert.equal(text, whole.choices[0].message.content ?? '');
+    const finish = chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason);
+    assert.equal(finish.length, 1);
+    assert.equal(finish[0].finish_reason, whole.choices[0].finish_reason);
+    const usage = chunks[chunks.length - 1];
+    assert.deepEqual(usage.choices, []);
+    assert.deepEqual(usage.usage.completion_tokens, whole.usage.completion_tokens);
+  },
+  async chatNSamplesWithSeed() {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('Pick a number'), max_tokens: 5, n: 3, seed: 7, temperature: 1,
+    });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+    const again = await client.chat.completions.create({
+      model: MODEL, messages: user('Pick a number'), max_tokens: 5, n: 3, seed: 7, temperature: 1,
+    });
+    assert.deepEqual(again.choices.map((c) => c.message.content),
+      r.choices.map((c) => c.message.content));
+  },
+  async chatStreamingSeveralChoices() {
+    const body = { model: MODEL, messages: user('Two answers'), max_tokens: 6, n: 2, seed: 9 };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await collect(await client.chat.completions.create({
+      ...body, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true },
+    }));
+    for (const index of [0, 1]) {
+      const mine = chunks.flatMap((c) => c.choices).filter((c) => c.index === index);
+      assert.equal(mine[0].delta.role, 'assistant');
+      assert.equal(mine.filter((c) => c.finish_reason).length, 1);
+      assert.equal(mine.map((c) => c.delta?.content ?? '').join(''),
+        whole.choices[index].message.content ?? '');
+    }
+    assert.ok(chunks.every((c) => c.usage));  // continuous usage stats
+    assert.equal(chunks[chunks.length - 1].usage.completion_tokens, whole.usage.completion_tokens);
+  },
+  async chatLogprobs() {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('Hi'), max_tokens: 4, temperature: 0, logprobs: true,
+      top_logprobs: 3, ignore_eos: true,
+    });
+    const content = r.choices[0].logprobs.content;
+    assert.equal(content.length, 4);
+    for (const e of content) {
+      assert.equal(typeof e.token, 'string');
+      assert.ok(e.logprob <= 0);
+      assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+      assert.equal(e.top_logprobs.length, 3);
+      // Greedy: the chosen token is the most likely one.
+      assert.ok(Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6);
+    }
+  },
+  async chatTools() {
+    const tools = [{
+      type: 'function',
+      function: {
+        name: 'get_weather', description: 'Weather for a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    }];
+    const plain = await client.chat.completions.create({
+      model: MODEL, messages: user('Weather in Paris?'), max_tokens: 4, temperature: 0,
+    });
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: user('Weather in Paris?'), max_tokens: 4, temperature: 0, tools,
+    });
+    // The template declares the tool in the prompt.
+    assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens + 10);
+    assert.ok(Array.isArray(r.choices[0].message.tool_calls));
+    // A whole tool round trip renders: assistant call, tool result, next turn.
+    const followUp = await client.chat.completions.create({
+      model: MODEL, max_tokens: 4, temperature: 0, tools,
+      messages: [
+        ...user('Weather in Paris?'),
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+          function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c": 21}' },
+      ],
+    });
+    assert.ok(followUp.usage.prompt_tokens > r.usage.prompt_tokens);
+    const streamed = await collect(await client.chat.completions.create({
+      model: MODEL, messages: user('Weather in Paris?'), max_tokens: 4, temperature: 0, tools,
+      tool_choice: 'auto', stream: true,
+    }));
+    assert.ok(streamed.length >= 2);
+  },
+  async chatEchoAndContinueFinalMessage() {
+    const body = {
+      model: MODEL, messages: [...user('Hi'), { role: 'assistant', content: 'Well,' }],
+      add_generation_prompt: false, continue_final_message: true, echo: true, max_tokens: 3,
+      temperature: 0, ignore_eos: true,
+    };
+    const r = await client.chat.completions.create(body);
+    assert.ok(r.choices[0].message.content.startsWith('Well,'), r.choices[0].message.content);
+    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    const text = chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('');
+    assert.equal(text, r.choices[0].message.content);
+  },
+  async completionsNonStreaming() {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Explain why graph execution improves decode performance.',
+      max_tokens: 8, temperature: 0,
+    });
+    assert.equal(r.object, 'text_completion');
+    assert.match(r.id, /^cmpl-/);
+    assert.equal(r.choices[0].index, 0);
+    assert.equal(typeof r.choices[0].text, 'string');
+    assert.ok(r.usage.completion_tokens <= 8);
+  },
+  async completionsDefaultMaxTokensIs16() {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Once upon a time', temperature: 0, ignore_eos: true,
+    });
+    assert.equal(r.usage.completion_tokens, 16);
+    assert.equal(r.choices[0].finish_reason, 'length');
+  },
+  async completionsStreamingMatches() {
+    const body = { model: MODEL, prompt: 'The capital of France is', max_tokens: 10, temperature: 0 };
+    const whole = await client.completions.create(body);
+    const chunks = await collect(await client.completions.create({ ...body, stream: true }));
+    assert.equal(chunks.map((c) => c.choices[0]?.text ?? '').join(''), whole.choices[0].text);
+    assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, whole.choices[0].finish_reason);
+  },
+  async completionsStreamingUsage() {
+    const chunks = await collect(await client.completions.create({
+      model: MODEL, prompt: ['a', 'b'], max_tokens: 3, ignore_eos: true, stream: true,
+      stream_options: { include_usage: true },
+    }));
+    const last = chunks[chunks.length - 1];
+    assert.deepEqual(last.choices, []);
+    assert.equal(last.usage.completion_tokens, 6);
+    const finished = chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason);
+    assert.deepEqual(finished.map((c) => c.index).sort(), [0, 1]);
+  },
+  async completionsBatchedPrompts() {
+    const r = await client.completions.create({
+      model: MODEL, prompt: ['one', 'two two', [2, 651, 6037]], max_tokens: 3, n: 2, seed: 3,
+    });
+    assert.deepEqual(r.choices.map((c) => c.index).sort((a, b) => a - b), [0, 1, 2, 3, 4, 5]);
+  },
+  async completionsEchoLogprobsLikeLmEval() {
+    // lm-eval local-completions loglikelihood request.
+    const prompt = [2, 651, 6037, 529, 6081, 563];
+    const r = await client.completions.create({
+      model: MODEL, prompt: [prompt], max_tokens: 1, temperature: 0, logprobs: 1, echo: true,
+      seed: 1234,
+    });
+    const lp = r.choices[0].logprobs;
+    assert.equal(lp.tokens.length, prompt.length + 1);
+    assert.equal(lp.token_logprobs.length, prompt.length + 1);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    for (let i = 1; i < lp.tokens.length; ++i) {
+      assert.ok(lp.token_logprobs[i] <= 0);
+      assert.ok(lp.tokens[i] in lp.top_logprobs[i], `top_logprobs[${i}] lacks the token`);
+    }
+    // max_tokens 0: only the echo, its first logprob null.
+    const zero = await client.completions.create({
+      model: MODEL, prompt: 'Hello world', max_tokens: 0, logprobs: 1, echo: true,
+    });
+    assert.equal(zero.choices[0].text, 'Hello world');
+    assert.equal(zero.choices[0].logprobs.token_logprobs[0], null);
+    assert.equal(zero.usage.completion_tokens, 0);
+  },
+  async tokenizeRoundTrip() {
+    const t = await (await fetch(`${base}/tokenize`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: 'Hello world', add_special_tokens: false }),
+    })).json();
+    assert.equal(t.count, t.tokens.length);
+    const d = await (await fetch(`${base}/detokenize`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, tokens: t.tokens }),
+    })).json();
+    assert.equal(d.prompt, 'Hello world');
+  },
+  async modelsList() {
+    const list = await client.models.list();
+    assert.equal(list.data[0].id, MODEL);
+    assert.equal(list.data[0].owned_by, 'vllm');
+  },
+  async badRequestRaisesBadRequestError() {
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL, messages: user('x'), top_p: 2 }),
+      (e) => e instanceof OpenAI.BadRequestError && e.status === 400);
+    await assert.rejects(
+      client.chat.completions.create({ model: 'nope', messages: user('x') }),
+      (e) => e instanceof OpenAI.NotFoundError);
+  },
+};
+
+// The Gemma end-of-turn trap: no `stop`, <turn|> forced after min_tokens; the turn must end there.
+const stop = {
+  async chatStopsAtEndOfTurn() {
+    const body = {
+      model: MODEL, messages: user('What is 1+1?'), max_tokens: 50, min_tokens: 3,
+      logit_bias: { 106: 100 }, seed: 11,
+    };
+    const r = await client.chat.completions.create(body);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.equal(r.choices[0].stop_reason, 106);
+    assert.equal(r.usage.completion_tokens, 4);  // 3 forced tokens, then <turn|>
+    assert.ok(!(r.choices[0].message.content ?? '').includes('<turn|>'));
+    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    const choices = chunks.flatMap((c) => c.choices);
+    assert.equal(choices.filter((c) => c.finish_reason).map((c) => c.finish_reason).join(), 'stop');
+    const text = choices.map((c) => c.delta?.content ?? '').join('');
+    assert.ok(!text.includes('<turn|>'));
+    assert.equal(text, r.choices[0].message.content ?? '');
+  },
+  async completionStopsAtEndOfTurnToo() {
+    const r = await client.completions.create({
+      model: MODEL, prompt: '<|turn>user\nWhat is 1+1?<turn|>\n<|turn>model\n', max_tokens: 100,
+      temperature: 0, min_tokens: 3, logit_bias: { 106: 100 },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.equal(r.usage.completion_tokens, 4);
+    assert.ok(!r.choices[0].text.includes('<turn|>'));
+  },
+};
+
+const load = {
+  async sixtyFourConcurrentStreams() {
+    const runs = Array.from({ length: 64 }, async (_, i) => {
+      const stream = await client.chat.completions.create({
+        model: MODEL, messages: user(`Request ${i}: say something`), max_tokens: 16,
+        ignore_eos: true, stream: true,
+      });
+      let chunks = 0;
+      let finish = null;
+      for await (const c of stream) {
+        chunks += 1;
+        for (const ch of c.choices) finish = ch.finish_reason ?? finish;
+      }
+      assert.equal(finish, 'length');
+      return chunks;
+    });
+    const results = await Promise.allSettled(runs);
+    const failed = results.filter((r) => r.status === 'rejected');
+    assert.equal(failed.length, 0, failed.map((f) => String(f.reason)).join('\n'));
+  },
+  async halfDisconnectAndEveryBlockComesBack() {
+    const runs = Array.from({ length: 64 }, async (_, i) => {
+      const controller = new AbortController();
+      const disconnect = i % 2 === 0;
+      const stream = await client.completions.create({
+        model: MODEL, prompt: `Stream ${i} goes on and on`, ignore_eos: true, stream: true,
+        max_tokens: disconnect ? 4000 : 8,
+      }, { signal: controller.signal });
+      let n = 0;
+      try {
+        for await (const _ of stream) {
+          n += 1;
+          if (disconnect && n === 3) controller.abort();
+        }
+      } catch (e) {
+        if (!disconnect) throw e;
+      }
+      return n;
+    });
+    const results = await Promise.allSettled(runs);
+    const failed = results.filter((r) => r.status === 'rejected');
+    assert.equal(failed.length, 0, failed.map((f) => String(f.reason)).join('\n'));
+    // Bounded wait for the server to notice the disconnects; 4000-token runs would take far longer.
+    const deadline = Date.now() + 20000;
+    let m;
+    for (;;) {
+      m = await metrics();
+      if (m.value('gemmaserve:kv_blocks_in_use') === 0 && m.value('vllm:num_requests_running') === 0) break;
+      assert.ok(Date.now() < deadline, `KV blocks still in use:\n${m.text}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(m.value('vllm:request_success_total', 'finished_reason="abort"') >= 32);
+    assert.ok(m.value('vllm:generation_tokens_total') > 0);
+    assert.ok(m.value('vllm:time_to_first_token_seconds_count') > 0);
+  },
+};
+
+const all = { api, stop, load };
+let failures = 0;
+for (const name of suites) {
+  for (const [test, fn] of Object.entries(all[name])) {
+    const t0 = Date.now();
+    try {
+      await fn();
+      console.log(`ok   ${name}.${test} (${Date.now() - t0} ms)`);
+    } catch (e) {
+      failures += 1;
+      console.log(`FAIL ${name}.${test}: ${e.stack ?? e}`);
+    }
+  }
+}
+process.exit(failures ? 1 : 0);

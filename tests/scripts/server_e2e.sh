@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# End to end: `gemmaserve serve` on the tiny random-weight Gemma 4 model with the real vocabulary
+# and chat template, driven by curl (the seed requests) and the official openai npm SDK
+# (tests/node/server_openai.mjs): chat and completions, streaming, tools, logprobs, the
+# end-of-turn stop (also under --override-generation-config), 64 concurrent streams and client
+# disconnects returning every KV block. Usage: server_e2e.sh BINARY REPO_ROOT
+set -euo pipefail
+
+BIN="$1"
+ROOT="$2"
+
+skip() {
+  if [ "${CI:-}" = "true" ]; then
+    echo "FAIL: $1 (required under CI)"
+    exit 1
+  fi
+  echo "SKIP: $1"
+  exit 0
+}
+
+SHARED="${GEMMASERVE_SHARED:-$ROOT/../shared}"
+VOCAB="$SHARED/data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf"
+TEMPLATE="$SHARED/data/chat-templates/google-gemma-4-31B-it.jinja"
+NODE_DIR="$ROOT/tests/node"
+[ -f "$VOCAB" ] || skip "shared data missing: $VOCAB"
+command -v node >/dev/null || skip "node is not installed (run scripts/setup)"
+command -v curl >/dev/null || skip "curl is not installed (run scripts/setup)"
+[ -d "$NODE_DIR/node_modules/openai" ] || skip "npm package openai missing (run scripts/setup)"
+
+TMP="$(mktemp -d)"
+SERVER_PID=""
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+  fi
+}
+trap 'stop_server; rm -rf "$TMP"' EXIT
+
+MODEL="$TMP/model"
+"$BIN" make-test-model --preset tiny --dtype bf16 --seed 0 --out "$MODEL" >/dev/null
+"$BIN" export-tokenizer --from "$VOCAB" --out "$MODEL/tokenizer.json" >/dev/null
+cp "$TEMPLATE" "$MODEL/chat_template.jinja"
+
+# Starts the server on a free port (--port 0) and waits for /health, bounded.
+start_server() {
+  local log="$TMP/server.log"
+  "$BIN" serve "$MODEL" --served-model-name gemma4 --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
+  SERVER_PID=$!
+  PORT=""
+  for _ in $(seq 1 600); do
+    PORT="$(sed -n 's/.*Uvicorn running on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null || true)"
+    if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; then
+      BASE="http://127.0.0.1:$PORT"
+      return 0
+    fi
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "FAIL: server did not become healthy"
+  cat "$log"
+  exit 1
+}
+
+failures=0
+check() {  # check NAME COMMAND...
+  if "${@:2}"; then echo "ok   $1"; else echo "FAIL $1"; failures=$((failures + 1)); fi
+}
+
+start_server
+
+# The seed requests, verbatim but for the port.
+seed_completion() {
+  local out
+  out="$(curl -s -w '\n%{http_code}' "$BASE/v1/completions" \
+    -H "Content-Type: application/json" \
+    -d '{
+    "model": "gemma4",
+    "prompt": "Explain why graph execution improves decode performance.",
+    "max_tokens": 128,
+    "temperature": 0
+  }')"
+  [ "$(tail -n1 <<<"$out")" = 200 ] && head -n -1 <<<"$out" | grep -q '"choices":\[{"index":0,"text":'
+}
+seed_chat() {
+  local out
+  out="$(curl -s -w '\n%{http_code}' "$BASE/v1/chat/completions" \
+    -H "Content-Type: application/json" \
+    -d '{
+    "model": "gemma4",
+    "messages": [
+      {"role": "user", "content": "Explain why graph execution improves decode performance."}
+    ],
+    "max_tokens": 128,
+    "temperature": 0
+  }')"
+  [ "$(tail -n1 <<<"$out")" = 200 ] && head -n -1 <<<"$out" | grep -q '"message":{"role":"assistant"'
+}
+seed_stream() {
+  curl -sN "$BASE/v1/completions" -H "Content-Type: application/json" \
+    -d '{"model":"gemma4","prompt":"<start_of_turn>user\nTell me a story<end_of_turn>\n<start_of_turn>model\n","max_tokens":20,"stream":true}' \
+    | tail -n 2 | grep -q '^data: \[DONE\]$'
+}
+seed_models() { curl -s "$BASE/v1/models" | grep -q '"id":"gemma4"'; }
+metrics_names() {
+  local m
+  m="$(curl -s "$BASE/metrics")"
+  for name in vllm:num_requests_running vllm:num_requests_waiting vllm:kv_cache_usage_perc \
+    vllm:prefix_cache_queries_total vllm:prefix_cache_hits_total vllm:prompt_tokens_total \
+    vllm:generation_tokens_total 'vllm:request_success_total{engine="0",model_name="gemma4",finished_reason="length"}' \
+    vllm:time_to_first_token_seconds_bucket vllm:inter_token_latency_seconds_bucket \
+    vllm:e2e_request_latency_seconds_bucket gemmaserve:kv_blocks_in_use; do
+    grep -qF "$name" <<<"$m" || { echo "metric $name missing"; return 1; }
+  done
+}
+
+check "seed completions request" seed_completion
+check "seed chat request" seed_chat
+check "seed streaming request" seed_stream
+check "models list" seed_models
+check "metrics names" metrics_names
+check "openai sdk: api + stop" node "$NODE_DIR/server_openai.mjs" "$BASE" api stop
+check "openai sdk: 64 streams + disconnects" node "$NODE_DIR/server_openai.mjs" "$BASE" load
+stop_server
+
+# The stop must not depend on the sampling defaults (vLLM #45591).
+start_server --override-generation-config '{"temperature": 0.5}'
+check "stop under --override-generation-config" node "$NODE_DIR/server_openai.mjs" "$BASE" stop
+stop_server
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed; last server log:"
+  tail -n 50 "$TMP/server.log"
+  exit 1
+fi
+echo "server_e2e: all checks passed"
