@@ -38,6 +38,7 @@ CpuFeatures detect() {
   f.avx2 = avx && ((b >> 5) & 1);
   f.avx512f = zmm_state && ((b >> 16) & 1);
   f.avx512bw = f.avx512f && ((b >> 30) & 1);
+  f.avx512dq = f.avx512f && ((b >> 17) & 1);
   f.avx512vl = f.avx512f && ((b >> 31) & 1);
   f.avx512_vnni = f.avx512f && ((c >> 11) & 1);
   __cpuid_count(7, 1, a, b, c, d);
@@ -84,7 +85,7 @@ bool cpu_supports(CpuIsa isa) {
     case CpuIsa::kAvx2:
       return avx2;
     case CpuIsa::kAvx512:
-      return avx2 && f.avx512f && f.avx512bw && f.avx512vl;
+      return avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
   }
   return false;
 }

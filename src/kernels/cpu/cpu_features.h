@@ -9,13 +9,14 @@ struct CpuFeatures {
   bool f16c = false;
   bool avx512f = false;
   bool avx512bw = false;
+  bool avx512dq = false;
   bool avx512vl = false;
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx_vnni = false;
 };
 
-// Kernel levels, lowest first. kAvx2 needs avx2+fma+f16c; kAvx512 needs avx512f/bw/vl too.
+// Kernel levels, lowest first. kAvx2 needs avx2+fma+f16c; kAvx512 needs avx512f/bw/dq/vl too.
 enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // Detected once (cpuid + xgetbv: the OS must save the vector state); all false off x86-64.

@@ -1,18 +1,19 @@
-// Which SIMD instruction set the attention and element-wise kernels run with. The detection
-// here is a stopgap: it moves to kernels/cpu/cpu_features once that lands.
+// Which SIMD level the attention and element-wise kernels run with: the process-wide level of
+// kernels/cpu/cpu_features (one probe, one GEMMASERVE_CPU_ISA override for every kernel family).
 #pragma once
 
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
+
 namespace gemmaserve::cpu {
 
-// kAvx2 means AVX2 + FMA + F16C; kAvx512 means AVX-512 F/BW/VL/DQ on top of it.
-enum class SimdIsa { kPortable, kAvx2, kAvx512 };
+using SimdIsa = CpuIsa;
 
-const char* simd_isa_name(SimdIsa isa);
-bool simd_isa_supported(SimdIsa isa);
-// The widest supported level (fixed for the process, so results never change mid-run).
-SimdIsa best_simd_isa();
+inline const char* simd_isa_name(SimdIsa isa) { return cpu_isa_name(isa); }
+inline bool simd_isa_supported(SimdIsa isa) { return cpu_supports(isa); }
+// The level in use (fixed for the process, so results never change mid-run).
+inline SimdIsa best_simd_isa() { return cpu_isa(); }
 // Every supported level, portable first (for tests comparing them).
 std::vector<SimdIsa> supported_simd_isas();
 
