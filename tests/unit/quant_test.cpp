@@ -190,7 +190,8 @@ std::vector<Problem> problems() {
     }
   }
   for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
-    out.push_back({d, 3, 9, 96});  // odd block count
+    out.push_back({d, 3, 9, 96});   // odd block count
+    out.push_back({d, 1, 17, 96});  // odd block count through the 8-row decode tiles
     out.push_back({d, 7, 5, 32});
   }
   return out;

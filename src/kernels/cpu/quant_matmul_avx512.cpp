@@ -50,6 +50,19 @@ GS_AVX512 inline __m256i q4_0_nibbles(const std::byte* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// Two adjacent Q4_0 blocks' 64 nibbles in element order: one 256-bit gather of both qs, each
+// 128-bit half duplicated, then a per-half shift (0 or 4) and a mask.
+GS_AVX512 inline __m512i q4_0_nibble_pair(const std::byte* qs_a, const std::byte* qs_b) {
+  const __m256i raw = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs_a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs_b)), 1);
+  const __m512i dup = _mm512_shuffle_i64x2(_mm512_castsi256_si512(raw), _mm512_castsi256_si512(raw),
+                                           _MM_SHUFFLE(1, 1, 0, 0));
+  constexpr long long kHigh = 0x0004000400040004;  // shift of the 16-bit lanes holding high nibbles
+  const __m512i shift = _mm512_set_epi64(kHigh, kHigh, 0, 0, kHigh, kHigh, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(dup, shift), _mm512_set1_epi8(0x0F));
+}
+
 // [d(a) x 8, d(b) x 8] from two f16 scales: one conversion and one permute.
 GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
   uint16_t ha, hb;
@@ -60,8 +73,8 @@ GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(both));
 }
 
-// Weight bytes fetched ahead of use (each W row is its own stream).
-constexpr int kPrefetchBytes = 1024;
+// Each step prefetches the same position of the next W tile (RW rows further), so a tile's
+// rows are in cache when it starts: the W tiles are read as one stream, like the float kernels.
 
 // One pair of blocks (b, b + 1) of a Q8_0 / Q4_0 tile; kFull = false: block b + 1 is absent
 // and contributes fma(0, 0, acc) as in the canonical order.
@@ -79,7 +92,7 @@ GS_AVX512 inline __attribute__((always_inline)) void step_32(const std::byte* w0
     const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
     const std::byte* nxt = blk + kBlockBytes;
     if constexpr (kFull)
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + RW * row_bytes, _MM_HINT_T0);
     if constexpr (kType == DType::kQ8_0) {
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       const __m256i hi = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
@@ -88,8 +101,8 @@ GS_AVX512 inline __attribute__((always_inline)) void step_32(const std::byte* w0
       neg[r] = _mm512_movepi8_mask(v);
       wv[r] = _mm512_abs_epi8(v);
     } else {
-      wv[r] =
-          pair_si(q4_0_nibbles(blk + 2), kFull ? q4_0_nibbles(nxt + 2) : _mm256_setzero_si256());
+      wv[r] = kFull ? q4_0_nibble_pair(blk + 2, nxt + 2)
+                    : pair_si(q4_0_nibbles(blk + 2), _mm256_setzero_si256());
       neg[r] = 0;
     }
     dw[r] = kFull ? pair_f16(blk, nxt) : pair_ps(f16_value(blk), 0.0f);
@@ -234,6 +247,10 @@ template <DType kType>
 GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin, int64_t n_end) {
   constexpr int kRx = 4;
   int64_t n = n_begin;
+  // Decode of one row: 8 W rows per tile load each X pair and its scales once for 8 dots.
+  if (args.t == 1 && kType != DType::kQ4_K) {
+    for (; n + 8 <= n_end; n += 8) run_tile<1, 8>(kType, args, a, 0, n);
+  }
   for (; n + 4 <= n_end; n += 4) {
     int64_t t = 0;
     for (; t + kRx <= args.t; t += kRx) run_tile<kRx, 4>(kType, args, a, t, n);
