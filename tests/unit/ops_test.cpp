@@ -22,8 +22,9 @@ std::vector<float> random_values(size_t n, float lo, float hi, std::mt19937& g) 
 
 // |got - want| in units of float spacing at want (at least FLT_MIN's).
 double ulps(float got, double want) {
-  const double spacing =
-      std::max(std::ldexp(1.0, std::ilogb(static_cast<float>(want)) - 23), 1.1754943508222875e-38);
+  // ilogb(0) is INT_MIN: zero takes the smallest normal exponent instead.
+  const int e = static_cast<float>(want) == 0.0f ? -126 : std::ilogb(static_cast<float>(want));
+  const double spacing = std::max(std::ldexp(1.0, e - 23), 1.1754943508222875e-38);
   return std::fabs(static_cast<double>(got) - want) / spacing;
 }
 
