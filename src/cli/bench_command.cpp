@@ -14,6 +14,7 @@
 #include "cli/bench_kernels.h"
 #include "cli/bench_serve_command.h"
 #include "cli/engine_flags.h"
+#include "cli/quality_command.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
@@ -222,11 +223,14 @@ int run_bench_command(const std::vector<std::string>& args) {
   const std::string mode = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (mode == "serve") return run_bench_serve_command(rest);
+  if (mode == "quality") return run_quality_command(rest);
+  if (mode == "quant-kernel") return run_quant_kernel_bench_command(rest);
   if (mode == "membw") return run_bench_membw(rest);
   if (mode == "matmul") return run_bench_matmul(rest);
   if (mode != "throughput" && mode != "latency") {
-    throw InputError("bench: unknown benchmark '" + mode +
-                     "' (expected throughput, latency, serve, membw or matmul)");
+    throw InputError(
+        "bench: unknown benchmark '" + mode +
+        "' (expected throughput, latency, serve, membw, matmul, quality or quant-kernel)");
   }
   ArgParser p;
   add_engine_flags(p);

@@ -10,7 +10,6 @@
 #include "cli/chat_template_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
-#include "cli/quality_command.h"
 #include "cli/quantize_command.h"
 #include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
@@ -43,16 +42,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, Command> commands = {
       {"serve", gemmaserve::run_serve_command},
       {"generate", gemmaserve::run_generate_command},
-      {"bench",
-       [](const std::vector<std::string>& args) {
-         if (!args.empty() && args[0] == "quality") {
-           return gemmaserve::run_quality_command({args.begin() + 1, args.end()});
-         }
-         if (!args.empty() && args[0] == "quant-kernel") {
-           return gemmaserve::run_quant_kernel_bench_command({args.begin() + 1, args.end()});
-         }
-         return gemmaserve::run_bench_command(args);
-       }},
+      {"bench", gemmaserve::run_bench_command},
       {"tokenize", gemmaserve::run_tokenize_command},
       {"detokenize", gemmaserve::run_detokenize_command},
       {"export-tokenizer", gemmaserve::run_export_tokenizer_command},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
@@ -182,22 +183,25 @@ RangeKernel portable_kernel(DType dtype) {
 }  // namespace quant_detail
 
 bool quant_isa_supported(QuantIsa isa) {
+  const CpuFeatures& f = cpu_features();
   switch (isa) {
     case QuantIsa::kPortable:
       return true;
     case QuantIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      return cpu_supports(CpuIsa::kAvx2);
     case QuantIsa::kAvx512Vnni:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vnni");
+      return cpu_supports(CpuIsa::kAvx512) && f.avx512_vnni;
   }
   return false;
 }
 
+// The widest level allowed by the process-wide level (so GEMMASERVE_CPU_ISA lowers it too).
 QuantIsa quant_best_isa() {
-  if (quant_isa_supported(QuantIsa::kAvx512Vnni)) return QuantIsa::kAvx512Vnni;
-  if (quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
+  const CpuIsa level = cpu_isa();
+  if (level == CpuIsa::kAvx512 && quant_isa_supported(QuantIsa::kAvx512Vnni)) {
+    return QuantIsa::kAvx512Vnni;
+  }
+  if (level != CpuIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
   return QuantIsa::kPortable;
 }
 
