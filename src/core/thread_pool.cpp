@@ -79,7 +79,8 @@ void pin_current_thread(int) {}
 
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads, bool pin_to_cpus) {
+ThreadPool::ThreadPool(size_t num_threads, bool pin_to_cpus)
+    : caller_cpu_(pin_to_cpus ? nth_allowed_cpu(0) : -1) {
   if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 1; i < num_threads; ++i) {
     const int cpu = pin_to_cpus ? nth_allowed_cpu(i) : -1;
@@ -102,6 +103,10 @@ void ThreadPool::parallel_for_grain(size_t n, size_t grain,
                                     const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
+  if (caller_cpu_ >= 0 && pinned_caller_ != std::this_thread::get_id()) {
+    pinned_caller_ = std::this_thread::get_id();
+    pin_current_thread(caller_cpu_);
+  }
   if (workers_.empty() || n <= grain) {
     fn(0, n);
     return;

@@ -16,7 +16,8 @@ namespace gemmaserve {
 class ThreadPool {
  public:
   // num_threads counts the calling thread; 0 means hardware_concurrency(). pin_to_cpus binds
-  // worker i to CPU i (of the process's allowed set, round-robin); the caller is left alone.
+  // worker i to CPU i of the process's allowed set (round-robin) and the thread that runs a
+  // section to CPU 0 of it (at its first section), so no two of them share a CPU.
   explicit ThreadPool(size_t num_threads = 0, bool pin_to_cpus = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -41,6 +42,8 @@ class ThreadPool {
   size_t job_n_ = 0;
   size_t job_grain_ = 1;
   bool stop_ = false;
+  int caller_cpu_ = -1;            // where a section's caller is pinned; -1 = not pinning
+  std::thread::id pinned_caller_;  // the caller thread last pinned
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per section
   alignas(64) std::atomic<uint32_t> pending_{0};     // workers still running the section
 };

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -108,7 +109,11 @@ struct Engine::Sampled {
 Engine::Engine(const EngineArgs& args) : args_(args) {
   namespace fs = std::filesystem;
   check_args(args_);
-  pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads));
+  // Workers and the engine thread each on their own CPU (vLLM's CPU backend binds too);
+  // GEMMASERVE_CPU_BIND=none leaves placement to the OS.
+  const char* bind = std::getenv("GEMMASERVE_CPU_BIND");
+  const bool pin = bind == nullptr || std::string(bind) != "none";
+  pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;
   WeightLoadOptions load_options;

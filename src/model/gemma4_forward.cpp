@@ -4,9 +4,11 @@
 #include "model/gemma4_forward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -99,9 +101,9 @@ void Gemma4Forward::for_rows(int64_t rows, const std::function<void(int64_t, int
   });
 }
 
-void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
-                           size_t ldx, int64_t t, float* y, size_t ldy) {
-  if (t == 0 || rows == 0) return;
+cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
+                                           const float* x, size_t ldx, int64_t t, float* y,
+                                           size_t ldy) const {
   cpu::MatmulArgs a;
   a.x = x;
   a.ldx = ldx;
@@ -113,8 +115,35 @@ void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t row
   a.t = t;
   a.k = w.cols;
   a.n = rows;
-  cpu::matmul(a, pool_);
+  return a;
+}
+
+void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
+                           size_t ldx, int64_t t, float* y, size_t ldy) {
+  if (t == 0 || rows == 0) return;
+  cpu::matmul(matmul_args(w, row_begin, rows, x, ldx, t, y, ldy), pool_);
   calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const float* x, size_t ldx,
+                                 int64_t t) {
+  if (t == 0 || outs.size() == 0) return;
+  const WeightMatrix& first = *outs.begin()->w;
+  bool shared = true;
+  for (const LinearOut& o : outs)
+    shared = shared && o.w->dtype == first.dtype && o.w->cols == first.cols;
+  if (!shared) {
+    for (const LinearOut& o : outs) linear(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy);
+    return;
+  }
+  std::array<cpu::MatmulArgs, 4> parts;
+  size_t n = 0;
+  for (const LinearOut& o : outs) {
+    if (n == parts.size()) throw std::logic_error("linear_group: more than 4 matrices");
+    parts[n++] = matmul_args(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy);
+  }
+  cpu::matmul_group(std::span<const cpu::MatmulArgs>(parts.data(), n), pool_);
+  calls_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void Gemma4Forward::validate(std::span<const SequenceInput> batch, const KvCache& cache) const {
@@ -192,8 +221,7 @@ void Gemma4Forward::embed() {
   const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
   const float token_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
   const float sum_scale = static_cast<float>(1.0 / std::sqrt(2.0));
-  const size_t ple_row_bytes =
-      dtype_row_bytes(w_.embed_tokens_per_layer.dtype, LP);
+  const size_t ple_row_bytes = dtype_row_bytes(w_.embed_tokens_per_layer.dtype, LP);
   const float* norm_w = w_.per_layer_projection_norm.data();
   for_rows(T, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {

@@ -4,11 +4,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -80,6 +82,16 @@ class Gemma4Forward {
   void logits(ForwardOutput* out);
   void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
               int64_t t, float* y, size_t ldy);
+  // Several whole matrices applied to the same X in one parallel section (q/k/v, gate/up);
+  // falls back to one linear() each when their dtypes or widths differ.
+  struct LinearOut {
+    const WeightMatrix* w;
+    float* y;
+    size_t ldy;
+  };
+  void linear_group(std::initializer_list<LinearOut> outs, const float* x, size_t ldx, int64_t t);
+  cpu::MatmulArgs matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
+                              const float* x, size_t ldx, int64_t t, float* y, size_t ldy) const;
   int64_t num_rows() const;
   void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
 

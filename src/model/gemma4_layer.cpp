@@ -48,19 +48,22 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
   ws_.normed.resize(static_cast<size_t>(R * H));
   ws_.q.resize(static_cast<size_t>(R * qw));
   cpu::rms_norm_rows(ws_.x.data(), H, lw.input_layernorm.data(), ws_.normed.data(), H, R, H, eps);
-  linear(lw.q_proj, 0, qw, ws_.normed.data(), H, R, ws_.q.data(), qw);
-
   const bool own_kv = !spec.kv_shared();
+  const LinearOut q_out{&lw.q_proj, ws_.q.data(), static_cast<size_t>(qw)};
   if (own_kv) {
     ws_.k.resize(static_cast<size_t>(R * kvw));
     ws_.v.resize(static_cast<size_t>(R * kvw));
-    linear(lw.k_proj, 0, kvw, ws_.normed.data(), H, R, ws_.k.data(), kvw);
+    const LinearOut k_out{&lw.k_proj, ws_.k.data(), static_cast<size_t>(kvw)};
     if (spec.k_eq_v) {
+      linear_group({q_out, k_out}, ws_.normed.data(), H, R);
       // V is the raw k_proj output, taken before k_norm and RoPE.
       std::copy(ws_.k.begin(), ws_.k.begin() + R * kvw, ws_.v.begin());
     } else {
-      linear(lw.v_proj, 0, kvw, ws_.normed.data(), H, R, ws_.v.data(), kvw);
+      const LinearOut v_out{&lw.v_proj, ws_.v.data(), static_cast<size_t>(kvw)};
+      linear_group({q_out, k_out, v_out}, ws_.normed.data(), H, R);
     }
+  } else {
+    linear_group({q_out}, ws_.normed.data(), H, R);
   }
 
   // Per-head norms and RoPE; each row's new K/V then go into its cache slot (converted to
@@ -143,8 +146,9 @@ void Gemma4Forward::feed_forward_block(int l) {
   ws_.ffn.resize(static_cast<size_t>(R * H));
   cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm.data(), ws_.normed.data(), H, R,
                      H, eps);
-  linear(lw.gate_proj, 0, I, ws_.normed.data(), H, R, ws_.gate.data(), I);
-  linear(lw.up_proj, 0, I, ws_.normed.data(), H, R, ws_.up.data(), I);
+  linear_group({{&lw.gate_proj, ws_.gate.data(), static_cast<size_t>(I)},
+                {&lw.up_proj, ws_.up.data(), static_cast<size_t>(I)}},
+               ws_.normed.data(), H, R);
   for_rows(R, [&](int64_t b, int64_t e) {
     cpu::gelu_tanh_mul(&ws_.gate[static_cast<size_t>(b * I)], &ws_.up[static_cast<size_t>(b * I)],
                        &ws_.gate[static_cast<size_t>(b * I)], (e - b) * I);

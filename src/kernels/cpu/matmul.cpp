@@ -43,25 +43,15 @@ const Kernels& chosen_kernels() {
   return table;
 }
 
-void split_over_n(const MatmulArgs& args, ThreadPool* pool,
-                  const std::function<void(int64_t, int64_t)>& range) {
-  if (pool == nullptr || pool->size() == 1 || args.t * args.n * args.k < kMinParallelMacs) {
-    range(0, args.n);
-    return;
-  }
-  pool->parallel_for_grain(static_cast<size_t>(args.n), kThreadGrainRows, [&](size_t b, size_t e) {
-    range(static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
-}
-
 #if defined(__x86_64__)
 bool use_bf16_activations(const MatmulArgs& args, CpuIsa isa) {
   return args.precision == MatmulPrecision::kBF16 && args.w_dtype == DType::kBF16 &&
          isa == CpuIsa::kAvx512 && cpu_features().avx512_bf16;
 }
 
-// X rounded to bf16 once per call (shared by the threads), into the caller thread's scratch.
-void run_bf16(const MatmulArgs& args, ThreadPool* pool) {
+// X rounded to bf16 once per call (shared by the threads and parts), into the caller's scratch.
+void run_bf16(std::span<const MatmulArgs> parts, ThreadPool* pool) {
+  const MatmulArgs& args = parts[0];
   thread_local std::vector<uint16_t> x_bf16;
   const size_t ld = static_cast<size_t>(args.k);
   if (x_bf16.size() < static_cast<size_t>(args.t) * ld)
@@ -72,28 +62,42 @@ void run_bf16(const MatmulArgs& args, ThreadPool* pool) {
     for (int64_t i = 0; i < args.k; ++i) dst[i] = f32_to_bf16(src[i]);
   }
   const uint16_t* xb = x_bf16.data();
-  split_over_n(args, pool,
-               [&](int64_t b, int64_t e) { detail::matmul_range_avx512_bf16(args, xb, ld, b, e); });
+  detail::parallel_over_parts(parts, pool, [&](size_t p, int64_t b, int64_t e) {
+    detail::matmul_range_avx512_bf16(parts[p], xb, ld, b, e);
+  });
 }
 #endif
 
-void run(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa, RangeFn range) {
+// Checks that the parts can share one section: same X, rows, K, dtype and precision.
+void check_group(std::span<const MatmulArgs> parts) {
+  const MatmulArgs& a = parts[0];
+  for (const MatmulArgs& p : parts) {
+    if (p.x != a.x || p.ldx != a.ldx || p.t != a.t || p.k != a.k || p.w_dtype != a.w_dtype ||
+        p.precision != a.precision) {
+      throw InputError("matmul_group: every part must share x, ldx, t, k, w_dtype and precision");
+    }
+  }
+}
+
+void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeFn range) {
+  const MatmulArgs& args = parts[0];
   if (args.w_dtype != DType::kF32 && args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF16) {
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
   }
-  if (args.t <= 0 || args.n <= 0) return;
+  if (args.t <= 0) return;
   if (args.k == 0) {
-    for (int64_t t = 0; t < args.t; ++t) {
-      std::fill_n(args.y + static_cast<size_t>(t) * args.ldy, args.n, 0.0f);
-    }
+    for (const MatmulArgs& p : parts)
+      for (int64_t t = 0; t < p.t; ++t)
+        std::fill_n(p.y + static_cast<size_t>(t) * p.ldy, p.n, 0.0f);
     return;
   }
 #if defined(__x86_64__)
-  if (use_bf16_activations(args, isa)) return run_bf16(args, pool);
+  if (use_bf16_activations(args, isa)) return run_bf16(parts, pool);
 #else
   (void)isa;
 #endif
-  split_over_n(args, pool, [&](int64_t b, int64_t e) { range(args, b, e); });
+  detail::parallel_over_parts(parts, pool,
+                              [&](size_t p, int64_t b, int64_t e) { range(parts[p], b, e); });
 }
 
 }  // namespace
@@ -102,14 +106,50 @@ float dot_f32(const float* a, const float* b, int64_t n) { return chosen_kernels
 
 void matmul(const MatmulArgs& args, ThreadPool* pool) {
   if (dtype_is_quantized(args.w_dtype)) return quant_matmul(args, pool);
-  run(args, pool, cpu_isa(), chosen_kernels().range);
+  run(std::span<const MatmulArgs>(&args, 1), pool, cpu_isa(), chosen_kernels().range);
+}
+
+void matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool) {
+  if (parts.empty()) return;
+  check_group(parts);
+  if (dtype_is_quantized(parts[0].w_dtype)) return quant_matmul_group(parts, pool);
+  run(parts, pool, cpu_isa(), chosen_kernels().range);
 }
 
 void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa) {
   if (!cpu_supports(isa)) {
     throw InputError(std::string("matmul: this CPU cannot run ") + cpu_isa_name(isa) + " kernels");
   }
-  run(args, pool, isa, kernels_for(isa).range);
+  run(std::span<const MatmulArgs>(&args, 1), pool, isa, kernels_for(isa).range);
 }
+
+namespace detail {
+
+void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
+                         const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  int64_t total = 0;
+  for (const MatmulArgs& p : parts) total += std::max<int64_t>(p.n, 0);
+  if (total == 0) return;
+  // Global row range [b, e) of the concatenated parts -> each part's own rows.
+  auto rows = [&](int64_t b, int64_t e) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < parts.size() && offset < e; ++i) {
+      const int64_t n = std::max<int64_t>(parts[i].n, 0);
+      const int64_t lo = std::max(b, offset), hi = std::min(e, offset + n);
+      if (lo < hi) fn(i, lo - offset, hi - offset);
+      offset += n;
+    }
+  };
+  const MatmulArgs& a = parts[0];
+  if (pool == nullptr || pool->size() == 1 || a.t * total * a.k < kMinParallelMacs) {
+    rows(0, total);
+    return;
+  }
+  pool->parallel_for_grain(static_cast<size_t>(total), kThreadGrainRows, [&](size_t b, size_t e) {
+    rows(static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
+}
+
+}  // namespace detail
 
 }  // namespace gemmaserve::cpu

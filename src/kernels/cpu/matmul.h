@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -35,6 +36,11 @@ struct MatmulArgs {
 // Runs on `pool` (nullptr = calling thread only), split statically over N, with the kernels of
 // cpu_isa() (kernels/cpu/cpu_features.h).
 void matmul(const MatmulArgs& args, ThreadPool* pool);
+
+// Several products that share X (same x, ldx, t, k, w_dtype and precision; each has its own w,
+// n, y and ldy) in one parallel section: the workers wake once and X is prepared once (decode
+// runs q/k/v and gate/up this way). Each element is computed exactly as matmul() would.
+void matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool);
 
 // The same with the kernels of a given level (tests, benchmarks); InputError if the CPU lacks it.
 void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa);

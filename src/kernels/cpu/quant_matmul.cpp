@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
@@ -217,7 +218,10 @@ const char* quant_isa_name(QuantIsa isa) {
   return "?";
 }
 
-void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa) {
+namespace {
+
+void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa) {
+  const MatmulArgs& args = parts[0];
   if (!dtype_is_quantized(args.w_dtype)) {
     throw InputError(std::string("quant_matmul: weight dtype ") + dtype_name(args.w_dtype) +
                      " is not quantized");
@@ -230,31 +234,35 @@ void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa) {
     throw InputError(std::string("quant_matmul: ISA path ") + quant_isa_name(isa) +
                      " is not supported by this CPU");
   }
-  if (args.t <= 0 || args.n <= 0) return;
+  if (args.t <= 0) return;
   if (args.k == 0) {
-    for (int64_t t = 0; t < args.t; ++t) {
-      std::fill_n(args.y + static_cast<size_t>(t) * args.ldy, args.n, 0.0f);
-    }
+    for (const MatmulArgs& p : parts)
+      for (int64_t t = 0; t < p.t; ++t)
+        std::fill_n(p.y + static_cast<size_t>(t) * p.ldy, p.n, 0.0f);
     return;
   }
   const QuantActs acts = quantize_acts(args, pool, thread_scratch());
   RangeKernel kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_kernel(args.w_dtype)
                        : isa == QuantIsa::kAvx2     ? quant_detail::avx2_kernel(args.w_dtype)
                                                     : quant_detail::portable_kernel(args.w_dtype);
-  // Small products are not worth waking the workers.
-  const bool serial = pool == nullptr || args.t * args.n * args.k < (1 << 16);
-  if (serial) {
-    kernel(args, acts, 0, args.n);
-    return;
-  }
-  pool->parallel_for_grain(static_cast<size_t>(args.n), 16, [&](size_t b, size_t e) {
-    kernel(args, acts, static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  detail::parallel_over_parts(
+      parts, pool, [&](size_t p, int64_t b, int64_t e) { kernel(parts[p], acts, b, e); });
+}
+
+}  // namespace
+
+void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa) {
+  run_parts(std::span<const MatmulArgs>(&args, 1), pool, isa);
 }
 
 void quant_matmul(const MatmulArgs& args, ThreadPool* pool) {
   static const QuantIsa best = quant_best_isa();
-  quant_matmul_isa(args, pool, best);
+  run_parts(std::span<const MatmulArgs>(&args, 1), pool, best);
+}
+
+void quant_matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool) {
+  static const QuantIsa best = quant_best_isa();
+  if (!parts.empty()) run_parts(parts, pool, best);
 }
 
 }  // namespace gemmaserve::cpu

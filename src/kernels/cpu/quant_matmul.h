@@ -5,6 +5,8 @@
 // not depend on T, tiling, thread count or the CPU's vector width.
 #pragma once
 
+#include <span>
+
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 
@@ -15,6 +17,9 @@ enum class QuantIsa { kPortable, kAvx2, kAvx512Vnni };
 // args.w_dtype must be quantized and args.k a multiple of its block size (InputError
 // otherwise). Splits N statically over `pool` (nullptr = calling thread only).
 void quant_matmul(const MatmulArgs& args, ThreadPool* pool);
+
+// matmul_group for quantized parts: X is quantized once for all of them.
+void quant_matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool);
 
 // The same product on a chosen ISA path (tests and benchmarks); the path must be supported.
 void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa);
