@@ -101,6 +101,12 @@ void Gemma4Forward::for_rows(int64_t rows, const std::function<void(int64_t, int
 
 void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
                            size_t ldx, int64_t t, float* y, size_t ldy) {
+  linear(w, row_begin, rows, x, ldx, t, y, ldy, precision_);
+}
+
+void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
+                           size_t ldx, int64_t t, float* y, size_t ldy,
+                           cpu::MatmulPrecision precision) {
   if (t == 0 || rows == 0) return;
   cpu::MatmulArgs a;
   a.x = x;
@@ -113,6 +119,7 @@ void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t row
   a.t = t;
   a.k = w.cols;
   a.n = rows;
+  a.precision = precision;
   cpu::matmul(a, pool_);
   calls_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -192,8 +199,7 @@ void Gemma4Forward::embed() {
   const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
   const float token_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
   const float sum_scale = static_cast<float>(1.0 / std::sqrt(2.0));
-  const size_t ple_row_bytes =
-      dtype_row_bytes(w_.embed_tokens_per_layer.dtype, LP);
+  const size_t ple_row_bytes = dtype_row_bytes(w_.embed_tokens_per_layer.dtype, LP);
   const float* norm_w = w_.per_layer_projection_norm.data();
   for_rows(T, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {

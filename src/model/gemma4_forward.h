@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -61,13 +62,15 @@ struct Gemma4Workspace {
 class Gemma4Forward {
  public:
   Gemma4Forward(const ModelWeights& weights, const Gemma4Plan& plan, ThreadPool* pool,
-                Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls)
+                Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls,
+                cpu::MatmulPrecision precision)
       : w_(weights),
         cfg_(weights.config.text),
         plan_(plan),
         pool_(pool),
         ws_(ws),
-        calls_(matmul_calls) {}
+        calls_(matmul_calls),
+        precision_(precision) {}
 
   void run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
 
@@ -78,8 +81,11 @@ class Gemma4Forward {
   void compute_rope_tables();
   void keep_wanted_rows(std::span<const SequenceInput> batch);
   void logits(ForwardOutput* out);
+  // Y = X W[row_begin, row_begin + rows)ᵀ at the model's precision, or at `precision`.
   void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
               int64_t t, float* y, size_t ldy);
+  void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
+              int64_t t, float* y, size_t ldy, cpu::MatmulPrecision precision);
   int64_t num_rows() const;
   void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -96,6 +102,7 @@ class Gemma4Forward {
   ThreadPool* pool_;
   Gemma4Workspace& ws_;
   std::atomic<uint64_t>& calls_;
+  cpu::MatmulPrecision precision_;  // the model's, for every product of every step
 };
 
 // Builds the plan for a model (validates RoPE and geometry; throws InputError).
