@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/quant.h"
+#include "model/gemma4_model.h"
 
 namespace gemmaserve {
 namespace {
@@ -60,7 +61,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
   p.value("--generation-config").value("--override-generation-config").value("--seed");
-  p.value("--quantization", {"-q"});
+  p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -93,6 +94,10 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     a.quantization =
         cpu::quantization_type_name(cpu::parse_quantization_type(*v, "--quantization"));
   }
+  if (auto v = p.get("--cpu-matmul-precision")) {
+    a.cpu_matmul_precision =
+        matmul_precision_name(parse_matmul_precision(*v, "--cpu-matmul-precision"));
+  }
   return a;
 }
 
@@ -115,7 +120,9 @@ const char* engine_flags_usage() {
          "  --generation-config auto|vllm|DIR sampling defaults source (default auto)\n"
          "  --override-generation-config JSON e.g. '{\"temperature\": 0.5}'\n"
          "  --seed N                          seeds requests that bring no seed (default 0)\n"
-         "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n";
+         "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n"
+         "  --cpu-matmul-precision f32|bf16   activations of bf16 weight products: f32 (default)\n"
+         "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n";
 }
 
 }  // namespace gemmaserve

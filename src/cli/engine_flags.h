@@ -13,7 +13,8 @@ namespace gemmaserve {
 // Declares --tokenizer, --threads, --max-model-len, --block-size, --kv-cache-memory-bytes
 // (alias --kv-cache-memory), --gpu-memory-utilization, --max-num-seqs,
 // --max-num-batched-tokens, --long-prefill-token-threshold, --[no-]enable-prefix-caching,
-// --generation-config, --override-generation-config and --seed.
+// --generation-config, --override-generation-config, --seed, --quantization and
+// --cpu-matmul-precision.
 void add_engine_flags(ArgParser& parser);
 
 // EngineArgs for `model` from the parsed flags; InputError for malformed values.

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "cli/arg_parser.h"
 #include "core/error.h"
@@ -18,70 +21,137 @@ namespace gemmaserve {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: gemmaserve bench quality MODEL_DIR --quantization q8_0|q4_0|q4_k\n"
+    "usage: gemmaserve bench quality MODEL_DIR [--quantization q8_0|q4_0|q4_k]\n"
+    "                                [--cpu-matmul-precision f32|bf16]\n"
     "                                [--prompt-len N] [--num-prompts M] [--seed S]\n"
-    "                                [--threads N] [--margin F]\n"
-    "Teacher-forced comparison of MODEL_DIR quantized at load against its float weights on M\n"
-    "random prompts of N tokens (default 4 x 128): top-1 agreement at every position and at\n"
-    "positions whose float top-1 logit beats the runner-up by more than F (default 0.1), and\n"
-    "the mean KL divergence KL(float || quantized) in nats.\n";
+    "                                [--threads N] [--margin F] [--json]\n"
+    "Teacher-forced comparison of MODEL_DIR as loaded (float weights, f32 activations) against\n"
+    "the same checkpoint quantized at load and/or with bf16 activations (at least one of the\n"
+    "two), on M random prompts of N tokens (default 4 x 128): top-1 agreement at every position\n"
+    "and at positions whose reference top-1 logit beats the runner-up by more than F (default\n"
+    "0.1), and the mean KL divergence KL(reference || candidate) in nats.\n";
+
+struct QualityOptions {
+  std::string model;
+  std::optional<DType> quantization;
+  cpu::MatmulPrecision precision = cpu::MatmulPrecision::kF32;
+  int prompt_len = 128, num_prompts = 4, threads = 0;
+  uint64_t seed = 0;
+  double margin = 0.1;
+  bool json = false;
+};
+
+QualityOptions parse_quality_options(const std::vector<std::string>& args, bool* help) {
+  ArgParser p;
+  p.value("--quantization", {"-q"}).value("--cpu-matmul-precision").value("--prompt-len");
+  p.value("--num-prompts").value("--seed").value("--threads").value("--margin");
+  p.flag("--json").flag("--help", {"-h"});
+  p.parse(args, 1);
+  QualityOptions o;
+  *help = p.get_flag("--help");
+  if (*help) return o;
+  if (p.positionals().size() != 1) throw InputError("expected MODEL_DIR");
+  o.model = p.positionals()[0];
+  if (auto q = p.get("--quantization")) {
+    o.quantization = cpu::parse_quantization_type(*q, "--quantization");
+  }
+  if (auto v = p.get("--cpu-matmul-precision")) {
+    o.precision = parse_matmul_precision(*v, "--cpu-matmul-precision");
+  }
+  if (!o.quantization && o.precision == cpu::MatmulPrecision::kF32) {
+    throw InputError(
+        "nothing to compare: give --quantization q8_0|q4_0|q4_k and/or "
+        "--cpu-matmul-precision bf16");
+  }
+  o.prompt_len = p.get_int("--prompt-len", o.prompt_len);
+  o.num_prompts = p.get_int("--num-prompts", o.num_prompts);
+  o.threads = p.get_int("--threads", 0);
+  o.seed = static_cast<uint64_t>(p.get_int("--seed", 0));
+  o.margin = p.get_double("--margin", o.margin);
+  o.json = p.get_flag("--json");
+  if (o.prompt_len <= 0 || o.num_prompts <= 0) {
+    throw InputError("--prompt-len and --num-prompts must be positive");
+  }
+  return o;
+}
+
+void print_report(const QualityOptions& o, const QuantQualityReport& r) {
+  const char* quant = o.quantization ? cpu::quantization_type_name(*o.quantization) : nullptr;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["quantization"] = quant ? nlohmann::ordered_json(quant) : nlohmann::ordered_json();
+    j["cpu_matmul_precision"] = matmul_precision_name(o.precision);
+    j["num_prompts"] = o.num_prompts;
+    j["prompt_len"] = o.prompt_len;
+    j["seed"] = o.seed;
+    j["positions"] = r.positions;
+    j["top1_agreement"] = r.agreement();
+    j["margin"] = o.margin;
+    j["confident_positions"] = r.confident_positions;
+    j["confident_top1_agreement"] = r.confident_agreement();
+    j["mean_kl"] = r.mean_kl();
+    j["max_kl"] = r.kl_max;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("model: %s\nquantization: %s\ncpu_matmul_precision: %s\n", o.model.c_str(),
+              quant ? quant : "none", matmul_precision_name(o.precision));
+  std::printf("prompts: %d x %d tokens (seed %llu)\n", o.num_prompts, o.prompt_len,
+              static_cast<unsigned long long>(o.seed));
+  std::printf("positions: %lld\n", static_cast<long long>(r.positions));
+  std::printf("top1_agreement: %.4f\n", r.agreement());
+  std::printf("confident_positions (margin > %.3g): %lld\n", o.margin,
+              static_cast<long long>(r.confident_positions));
+  std::printf("confident_top1_agreement: %.4f\n", r.confident_agreement());
+  std::printf("mean_kl: %.6g\nmax_kl: %.6g\n", r.mean_kl(), r.kl_max);
+}
 
 }  // namespace
 
 int run_quality_command(const std::vector<std::string>& args) {
-  ArgParser p;
-  p.value("--quantization", {"-q"}).value("--prompt-len").value("--num-prompts").value("--seed");
-  p.value("--threads").value("--margin").flag("--help", {"-h"});
-  std::string model;
-  DType type = DType::kQ8_0;
-  int prompt_len = 128, num_prompts = 4, threads = 0;
-  uint64_t seed = 0;
-  double margin = 0.1;
+  QualityOptions o;
   try {
-    p.parse(args, 1);
-    if (p.get_flag("--help")) {
+    bool help = false;
+    o = parse_quality_options(args, &help);
+    if (help) {
       std::fputs(kUsage, stdout);
       return 0;
-    }
-    if (p.positionals().size() != 1) throw InputError("expected MODEL_DIR");
-    model = p.positionals()[0];
-    const auto q = p.get("--quantization");
-    if (!q) throw InputError("--quantization is required (q8_0, q4_0 or q4_k)");
-    type = cpu::parse_quantization_type(*q, "--quantization");
-    prompt_len = p.get_int("--prompt-len", prompt_len);
-    num_prompts = p.get_int("--num-prompts", num_prompts);
-    threads = p.get_int("--threads", 0);
-    seed = static_cast<uint64_t>(p.get_int("--seed", 0));
-    margin = p.get_double("--margin", margin);
-    if (prompt_len <= 0 || num_prompts <= 0) {
-      throw InputError("--prompt-len and --num-prompts must be positive");
     }
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench quality: %s\n%s", e.what(), kUsage);
     return 2;
   }
   try {
-    auto pool = std::make_shared<ThreadPool>(static_cast<size_t>(threads));
-    Gemma4Model reference(load_model_weights(model), pool);
-    if (reference.config().raw.contains("quantization_config")) {
-      throw InputError(model + ": already quantized; compare an unquantized checkpoint");
+    auto pool = std::make_shared<ThreadPool>(static_cast<size_t>(o.threads));
+    ModelWeights weights = load_model_weights(o.model);
+    if (weights.config.raw.contains("quantization_config")) {
+      throw InputError(o.model + ": already quantized; compare an unquantized checkpoint");
     }
-    WeightLoadOptions opts;
-    opts.quantization = type;
-    opts.pool = pool.get();
-    Gemma4Model quantized(load_model_weights(model, nullptr, opts), pool);
-    const auto prompts = random_prompts(reference.vocab_size(), num_prompts, prompt_len, seed);
-    const QuantQualityReport r =
-        compare_quantized(reference, quantized, prompts, static_cast<float>(margin));
-    std::printf("model: %s\nquantization: %s\nprompts: %d x %d tokens (seed %llu)\n", model.c_str(),
-                cpu::quantization_type_name(type), num_prompts, prompt_len,
-                static_cast<unsigned long long>(seed));
-    std::printf("positions: %lld\n", static_cast<long long>(r.positions));
-    std::printf("top1_agreement: %.4f\n", r.agreement());
-    std::printf("confident_positions (margin > %.3g): %lld\n", margin,
-                static_cast<long long>(r.confident_positions));
-    std::printf("confident_top1_agreement: %.4f\n", r.confident_agreement());
-    std::printf("mean_kl: %.6g\nmax_kl: %.6g\n", r.mean_kl(), r.kl_max);
+    Gemma4ModelOptions candidate_options;
+    candidate_options.matmul_precision = o.precision;
+    if (o.precision == cpu::MatmulPrecision::kBF16 && !o.quantization) {
+      const Bf16ActivationCoverage c = bf16_activation_coverage(weights);
+      if (!c.unavailable_reason.empty()) {
+        throw InputError("--cpu-matmul-precision bf16 cannot apply: " + c.unavailable_reason);
+      }
+    }
+    std::unique_ptr<Gemma4Model> candidate;
+    if (o.quantization) {
+      WeightLoadOptions opts;
+      opts.quantization = *o.quantization;
+      opts.pool = pool.get();
+      candidate = std::make_unique<Gemma4Model>(load_model_weights(o.model, nullptr, opts), pool,
+                                                candidate_options);
+    } else {
+      // The same mapped weights: only the activations differ.
+      candidate = std::make_unique<Gemma4Model>(weights, pool, candidate_options);
+    }
+    Gemma4Model reference(std::move(weights), pool);
+    const auto prompts =
+        random_prompts(reference.vocab_size(), o.num_prompts, o.prompt_len, o.seed);
+    print_report(o,
+                 compare_quantized(reference, *candidate, prompts, static_cast<float>(o.margin)));
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench quality: %s\n", e.what());

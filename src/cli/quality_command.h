@@ -1,5 +1,6 @@
-// `gemmaserve bench quality MODEL --quantization TYPE`: teacher-forced comparison of the
-// quantized model against the float one (top-1 agreement, KL divergence); and
+// `gemmaserve bench quality MODEL --quantization TYPE | --cpu-matmul-precision bf16`:
+// teacher-forced comparison of the quantized model and/or bf16 activations against the float
+// model with f32 activations (top-1 agreement, KL divergence); and
 // `gemmaserve bench quant-kernel`, the quantized matmul's speed on one shape.
 #pragma once
 

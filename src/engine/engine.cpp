@@ -52,6 +52,26 @@ void check_args(const EngineArgs& a) {
                      std::to_string(a.long_prefill_token_threshold));
   }
   cpu::parse_kv_dtype(a.kv_cache_dtype, DType::kBF16);  // fails before the weights load
+  parse_matmul_precision(a.cpu_matmul_precision, "--cpu-matmul-precision");
+}
+
+// Logs the matmul precision in effect, warning when bf16 was asked for but cannot apply.
+void log_matmul_precision(cpu::MatmulPrecision asked, const ModelWeights& weights) {
+  if (asked == cpu::MatmulPrecision::kF32) {
+    GS_LOG_INFO << "CPU matmul precision: f32 activations";
+    return;
+  }
+  const Bf16ActivationCoverage c = bf16_activation_coverage(weights);
+  if (!c.unavailable_reason.empty()) {
+    GS_LOG_WARNING << "--cpu-matmul-precision bf16 cannot apply: " << c.unavailable_reason
+                   << "; CPU matmul precision: f32 activations";
+  } else if (c.bf16_matrices < c.matrices) {
+    GS_LOG_INFO << "CPU matmul precision: bf16 activations for " << c.bf16_matrices << " of "
+                << c.matrices << " weight matrices (the others are not bf16 and keep their path)";
+  } else {
+    GS_LOG_INFO << "CPU matmul precision: bf16 activations (AVX512_BF16) for all " << c.matrices
+                << " weight matrices";
+  }
 }
 
 }  // namespace
@@ -198,7 +218,11 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   sc.long_prefill_token_threshold = args_.long_prefill_token_threshold;
   scheduler_ = std::make_unique<Scheduler>(
       sc, KvCacheManager(text, plan_.num_blocks, args_.block_size, args_.enable_prefix_caching));
-  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_);
+  Gemma4ModelOptions model_options;
+  model_options.matmul_precision =
+      parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
+  log_matmul_precision(model_options.matmul_precision, weights);
+  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options);
   thread_ = std::thread([this] { run_loop(); });
 }
 

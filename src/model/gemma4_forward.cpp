@@ -103,7 +103,7 @@ void Gemma4Forward::for_rows(int64_t rows, const std::function<void(int64_t, int
 
 cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
                                            const float* x, size_t ldx, int64_t t, float* y,
-                                           size_t ldy) const {
+                                           size_t ldy, cpu::MatmulPrecision precision) const {
   cpu::MatmulArgs a;
   a.x = x;
   a.ldx = ldx;
@@ -115,13 +115,20 @@ cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_be
   a.t = t;
   a.k = w.cols;
   a.n = rows;
+  a.precision = precision;
   return a;
 }
 
 void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
                            size_t ldx, int64_t t, float* y, size_t ldy) {
+  linear(w, row_begin, rows, x, ldx, t, y, ldy, precision_);
+}
+
+void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
+                           size_t ldx, int64_t t, float* y, size_t ldy,
+                           cpu::MatmulPrecision precision) {
   if (t == 0 || rows == 0) return;
-  cpu::matmul(matmul_args(w, row_begin, rows, x, ldx, t, y, ldy), pool_);
+  cpu::matmul(matmul_args(w, row_begin, rows, x, ldx, t, y, ldy, precision), pool_);
   calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -140,7 +147,7 @@ void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const fl
   size_t n = 0;
   for (const LinearOut& o : outs) {
     if (n == parts.size()) throw std::logic_error("linear_group: more than 4 matrices");
-    parts[n++] = matmul_args(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy);
+    parts[n++] = matmul_args(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy, precision_);
   }
   cpu::matmul_group(std::span<const cpu::MatmulArgs>(parts.data(), n), pool_);
   calls_.fetch_add(n, std::memory_order_relaxed);

@@ -63,13 +63,15 @@ struct Gemma4Workspace {
 class Gemma4Forward {
  public:
   Gemma4Forward(const ModelWeights& weights, const Gemma4Plan& plan, ThreadPool* pool,
-                Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls)
+                Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls,
+                cpu::MatmulPrecision precision)
       : w_(weights),
         cfg_(weights.config.text),
         plan_(plan),
         pool_(pool),
         ws_(ws),
-        calls_(matmul_calls) {}
+        calls_(matmul_calls),
+        precision_(precision) {}
 
   void run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
 
@@ -80,10 +82,13 @@ class Gemma4Forward {
   void compute_rope_tables();
   void keep_wanted_rows(std::span<const SequenceInput> batch);
   void logits(ForwardOutput* out);
+  // Y = X W[row_begin, row_begin + rows)ᵀ at the model's precision, or at `precision`.
   void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
               int64_t t, float* y, size_t ldy);
-  // Several whole matrices applied to the same X in one parallel section (q/k/v, gate/up);
-  // falls back to one linear() each when their dtypes or widths differ.
+  void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
+              int64_t t, float* y, size_t ldy, cpu::MatmulPrecision precision);
+  // Several whole matrices applied to the same X in one parallel section (q/k/v, gate/up) at
+  // the model's precision; falls back to one linear() each when their dtypes or widths differ.
   struct LinearOut {
     const WeightMatrix* w;
     float* y;
@@ -91,7 +96,8 @@ class Gemma4Forward {
   };
   void linear_group(std::initializer_list<LinearOut> outs, const float* x, size_t ldx, int64_t t);
   cpu::MatmulArgs matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
-                              const float* x, size_t ldx, int64_t t, float* y, size_t ldy) const;
+                              const float* x, size_t ldx, int64_t t, float* y, size_t ldy,
+                              cpu::MatmulPrecision precision) const;
   int64_t num_rows() const;
   void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -108,6 +114,7 @@ class Gemma4Forward {
   ThreadPool* pool_;
   Gemma4Workspace& ws_;
   std::atomic<uint64_t>& calls_;
+  cpu::MatmulPrecision precision_;  // the model's, for every product of every step
 };
 
 // Builds the plan for a model (validates RoPE and geometry; throws InputError).

@@ -187,7 +187,10 @@ void Gemma4Forward::moe_block(int l, int64_t R) {
     float* z = &ws_.router_in[static_cast<size_t>(r * H)];
     for (int64_t i = 0; i < H; ++i) z[i] = (z[i] * scale[i]) * root;
   }
-  linear(lw.router_proj, 0, E, ws_.router_in.data(), H, R, ws_.router_probs.data(), E);
+  // f32 activations whatever the model's precision: expert choice is discrete (a flip costs far
+  // more than the rounding elsewhere) and the router is a tiny share of the work.
+  linear(lw.router_proj, 0, E, ws_.router_in.data(), H, R, ws_.router_probs.data(), E,
+         cpu::MatmulPrecision::kF32);
 
   // Top-k of the probabilities (ties to the lower expert id), renormalised, per-expert scaled.
   ws_.topk_index.resize(static_cast<size_t>(R * K));

@@ -1,10 +1,69 @@
 #include "model/gemma4_model.h"
 
+#include <set>
 #include <utility>
 
+#include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
 #include "model/gemma4_forward.h"
 
 namespace gemmaserve {
+namespace {
+
+// The matrices the forward pass multiplies at the model's precision: not the embedding lookups,
+// nor the MoE router (always f32 activations, gemma4_layer.cpp).
+std::vector<const WeightMatrix*> multiplied_matrices(const ModelWeights& w) {
+  std::vector<const WeightMatrix*> out = {&w.lm_head, &w.per_layer_model_projection};
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
+          &l.per_layer_input_gate, &l.per_layer_projection, &l.experts_gate_up, &l.experts_down}) {
+      out.push_back(m);
+    }
+  }
+  std::erase_if(out, [](const WeightMatrix* m) { return !*m; });
+  return out;
+}
+
+}  // namespace
+
+cpu::MatmulPrecision parse_matmul_precision(const std::string& text, const std::string& flag) {
+  if (text == "f32") return cpu::MatmulPrecision::kF32;
+  if (text == "bf16") return cpu::MatmulPrecision::kBF16;
+  std::string msg = flag;
+  msg.append(": unknown precision '").append(text).append("' (expected f32 or bf16)");
+  throw InputError(msg);
+}
+
+const char* matmul_precision_name(cpu::MatmulPrecision precision) {
+  return precision == cpu::MatmulPrecision::kBF16 ? "bf16" : "f32";
+}
+
+Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights) {
+  Bf16ActivationCoverage c;
+  std::set<std::string> other_dtypes;
+  for (const WeightMatrix* m : multiplied_matrices(weights)) {
+    ++c.matrices;
+    if (m->dtype == DType::kBF16) {
+      ++c.bf16_matrices;
+    } else {
+      other_dtypes.insert(dtype_name(m->dtype));
+    }
+  }
+  if (!cpu::cpu_features().avx512_bf16) {
+    c.unavailable_reason = "this CPU has no avx512_bf16";
+  } else if (cpu::cpu_isa() != cpu::CpuIsa::kAvx512) {
+    c.unavailable_reason = "the kernel level is ";
+    c.unavailable_reason.append(cpu::cpu_isa_name(cpu::cpu_isa()))
+        .append(" (GEMMASERVE_CPU_ISA), bf16 dot products need avx512");
+  } else if (c.bf16_matrices == 0) {
+    c.unavailable_reason = "no weight matrix is bf16 (they are";
+    for (const std::string& d : other_dtypes) c.unavailable_reason.append(" ").append(d);
+    c.unavailable_reason.append(")");
+  }
+  if (!c.unavailable_reason.empty()) c.bf16_matrices = 0;
+  return c;
+}
 
 // Per-model plan plus buffers reused by every forward() call.
 struct Gemma4Model::Scratch {
@@ -12,8 +71,12 @@ struct Gemma4Model::Scratch {
   detail::Gemma4Workspace ws;
 };
 
-Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool)
-    : weights_(std::move(weights)), pool_(std::move(pool)), scratch_(std::make_unique<Scratch>()) {
+Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
+                         Gemma4ModelOptions options)
+    : weights_(std::move(weights)),
+      pool_(std::move(pool)),
+      options_(options),
+      scratch_(std::make_unique<Scratch>()) {
   scratch_->plan = detail::make_gemma4_plan(weights_);
 }
 
@@ -21,7 +84,8 @@ Gemma4Model::~Gemma4Model() = default;
 
 void Gemma4Model::forward(std::span<const SequenceInput> batch, KvCache& cache,
                           ForwardOutput* out) {
-  detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_);
+  detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_,
+                               options_.matmul_precision);
   runner.run(batch, cache, out);
 }
 

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/matmul.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 
@@ -34,14 +36,38 @@ struct ForwardOutput {
   int rows = 0;
 };
 
+// Settings fixed for the model's whole life: never chosen per step or per batch size, so a
+// token's logits do not depend on which other tokens share its step (batch invariance).
+struct Gemma4ModelOptions {
+  // kBF16 rounds the activations of bf16 weight matrices to bf16 for AVX512_BF16 dot products
+  // (about twice the f32 rate, for prefill) where the CPU has them; quantized matrices keep
+  // their int8 path and the MoE router f32. kF32 keeps the golden logits. See
+  // docs/QUANTIZATION.md.
+  cpu::MatmulPrecision matmul_precision = cpu::MatmulPrecision::kF32;
+};
+
+// Parses a --cpu-matmul-precision value, "f32" or "bf16"; InputError naming `flag` otherwise.
+cpu::MatmulPrecision parse_matmul_precision(const std::string& text, const std::string& flag);
+const char* matmul_precision_name(cpu::MatmulPrecision precision);
+
+// Where kBF16 takes effect for `weights` on this CPU (the matmul's own dispatch rule).
+struct Bf16ActivationCoverage {
+  int bf16_matrices = 0;           // weight matrices that run with bf16 activations
+  int matrices = 0;                // all weight matrices the forward pass multiplies with
+  std::string unavailable_reason;  // why none do, or "" (CPU, kernel level, weight dtype)
+};
+Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights);
+
 class Gemma4Model {
  public:
-  Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool);
+  Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
+              Gemma4ModelOptions options = {});
   ~Gemma4Model();
 
   const ModelConfig& config() const { return weights_.config; }
   const TextConfig& text_config() const { return weights_.config.text; }
   int vocab_size() const { return weights_.config.text.vocab_size; }
+  const Gemma4ModelOptions& options() const { return options_; }
 
   // One step for a ragged batch: writes the new tokens' K/V into `cache` and returns logits.
   // Every weight matrix is applied once to all the batch's tokens.
@@ -54,6 +80,7 @@ class Gemma4Model {
   struct Scratch;
   ModelWeights weights_;
   std::shared_ptr<ThreadPool> pool_;
+  Gemma4ModelOptions options_;
   std::unique_ptr<Scratch> scratch_;
   std::atomic<uint64_t> matmul_calls_{0};
 };

@@ -1,5 +1,6 @@
-// Teacher-forced quality of a quantized model against the float one: both models see the same
-// prompts, every position's logits are compared (top-1 agreement, KL divergence).
+// Teacher-forced quality of a quantized model (or one with bf16 activations) against the float
+// one: both models see the same prompts, every position's logits are compared (top-1 agreement,
+// KL divergence).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,8 @@ struct QuantQualityReport {
   void add(const QuantQualityReport& other);
 };
 
-// Runs every prompt through both models (one prefill each, logits at every position).
+// Runs every prompt through both models (one prefill each, logits at every position). The
+// candidate may differ in weights (quantized) or in Gemma4ModelOptions (bf16 activations).
 QuantQualityReport compare_quantized(Gemma4Model& reference, Gemma4Model& quantized,
                                      const std::vector<std::vector<int32_t>>& prompts,
                                      float margin = 0.1f);

@@ -14,6 +14,7 @@
 #include "model/test_model_presets.h"
 #include "model/weights.h"
 #include "test_support.h"
+#include "wide_test_model.h"
 
 namespace gemmaserve {
 namespace {
@@ -59,31 +60,7 @@ TEST(QuantQuality, GoldenModels) {
   }
 }
 
-// The dense fixture's config widened so every matrix has rows of 256 (Q4_K's block).
-fs::path write_wide_model(const fs::path& dir) {
-  std::ifstream in(testing::source_dir() / "tests/data/golden/models/dense/config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  nlohmann::json& t = config["text_config"];
-  t["hidden_size"] = 256;
-  t["intermediate_size"] = 512;
-  t["head_dim"] = 64;
-  t["global_head_dim"] = 128;
-  t["hidden_size_per_layer_input"] = 256;
-  t["num_hidden_layers"] = 4;
-  t["num_kv_shared_layers"] = 1;
-  t["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention",
-                      "sliding_attention"};
-  const ModelConfig mc = parse_model_config(config, "wide test model");
-  std::vector<TestTensor> tensors = text_decoder_tensors(mc, DType::kF32);
-  std::vector<TensorSpec> specs;
-  for (const auto& x : tensors) specs.push_back(x.spec);
-  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
-                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
-                      fill_test_tensor(tensors[i], 3, first, count, dst);
-                    });
-  std::ofstream(dir / "config.json") << config.dump(2);
-  return dir;
-}
+using testing::write_wide_model;
 
 TEST(QuantQuality, WideRandomModel) {
   testing::TempDir tmp;

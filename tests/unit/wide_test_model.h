@@ -1,0 +1,45 @@
+// A synthetic 256-wide Gemma 4 model for quality tests: the dense golden fixture's config with
+// every matrix row a multiple of 256 (Q4_K's block), random weights of a chosen dtype.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/test_model_presets.h"
+#include "test_support.h"
+
+namespace gemmaserve::testing {
+
+// Writes config.json and model.safetensors into `dir` and returns it.
+inline std::filesystem::path write_wide_model(const std::filesystem::path& dir,
+                                              DType dtype = DType::kF32) {
+  std::ifstream in(source_dir() / "tests/data/golden/models/dense/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  nlohmann::json& t = config["text_config"];
+  t["hidden_size"] = 256;
+  t["intermediate_size"] = 512;
+  t["head_dim"] = 64;
+  t["global_head_dim"] = 128;
+  t["hidden_size_per_layer_input"] = 256;
+  t["num_hidden_layers"] = 4;
+  t["num_kv_shared_layers"] = 1;
+  t["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention",
+                      "sliding_attention"};
+  const ModelConfig mc = parse_model_config(config, "wide test model");
+  std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
+  std::vector<TensorSpec> specs;
+  for (const auto& x : tensors) specs.push_back(x.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(tensors[i], 3, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
+}  // namespace gemmaserve::testing
