@@ -16,8 +16,10 @@
 #include "cli/engine_flags.h"
 #include "cli/quality_command.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "kernels/cpu/peak_rate.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
@@ -34,6 +36,7 @@ constexpr const char* kUsage =
     "                               [--num-iters-warmup N (10)] [--membw-size-mib M (1024)]\n"
     "                               [--json] [--output-json PATH] [engine options]\n"
     "       gemmaserve bench membw [--threads N] [--size-mib M (1024)] [--json]\n"
+    "       gemmaserve bench peak [--threads N] [--json]\n"
     "       gemmaserve bench matmul [--t T] [--k K] [--n N] [--dtype D] [--threads N] [--isa I]\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
@@ -145,7 +148,13 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int n = positive_flag(p, "--n", 1);
   const int membw_mib = positive_flag(p, "--membw-size-mib", 1024);
   // Weight bytes from a second mapping of the checkpoint (shares the page cache).
-  const uint64_t bytes_per_step = weight_bytes_per_token(load_model_weights(ea.model));
+  double pp_flops = 0;
+  uint64_t bytes_per_step = 0;
+  {
+    const ModelWeights counted = load_model_weights(ea.model);
+    bytes_per_step = weight_bytes_per_token(counted);
+    pp_flops = prefill_flops(counted, input_len, batch_size);
+  }
   const int threads = ea.threads > 0
                           ? ea.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -192,6 +201,11 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
                      : 0.0;
   const double membw_after = measure_read_bandwidth(static_cast<size_t>(membw_mib) << 20, threads);
   const double membw = std::max(membw_before, membw_after);
+  cpu::PeakRates peak;
+  {
+    ThreadPool peak_pool(static_cast<size_t>(threads), true);
+    peak = cpu::measure_peak_rates(peak_pool);
+  }
   const double roofline = static_cast<double>(batch_size) * n * membw /
                           static_cast<double>(std::max<uint64_t>(bytes_per_step, 1));
   std::printf("pp%d: %.2f tokens/s   tg%d: %.2f tokens/s   (batch %d, %d threads, medians)\n",
@@ -201,6 +215,14 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
       "%.2f tokens/s; tg at %.1f%%\n",
       static_cast<double>(bytes_per_step) / 1e9, membw / 1e9, membw_before / 1e9, membw_after / 1e9,
       roofline, 100.0 * tg_tps / roofline);
+  const double pp_flops_per_s = pp_flops / median(prefill_times);
+  const auto share = [&](double rate) { return rate > 0 ? 100.0 * pp_flops_per_s / rate : 0.0; };
+  std::printf(
+      "Prefill: %.1f GFLOP per call, %.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f), %.1f%% of "
+      "the bf16 dot peak (%.1f), %.1f%% of the int8 dot peak (%.1f GOPS), measured in this run\n",
+      pp_flops / 1e9, pp_flops_per_s / 1e9, share(peak.f32_fma_flops), peak.f32_fma_flops / 1e9,
+      share(peak.bf16_dot_flops), peak.bf16_dot_flops / 1e9, share(peak.int8_dot_ops),
+      peak.int8_dot_ops / 1e9);
   std::fflush(stdout);
   emit_json(p, {{"avg_latency", avg},
                 {"latencies", latencies},
@@ -217,7 +239,12 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
                 {"membw_before_bytes_per_s", membw_before},
                 {"membw_after_bytes_per_s", membw_after},
                 {"roofline_tokens_per_s", roofline},
-                {"roofline_fraction", tg_tps / roofline}});
+                {"roofline_fraction", tg_tps / roofline},
+                {"prefill_flops", pp_flops},
+                {"prefill_flops_per_s", pp_flops_per_s},
+                {"peak_f32_fma_flops", peak.f32_fma_flops},
+                {"peak_bf16_dot_flops", peak.bf16_dot_flops},
+                {"peak_int8_dot_ops", peak.int8_dot_ops}});
   return 0;
 }
 
@@ -235,10 +262,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "quant-kernel") return run_quant_kernel_bench_command(rest);
   if (mode == "membw") return run_bench_membw(rest);
   if (mode == "matmul") return run_bench_matmul(rest);
+  if (mode == "peak") return run_bench_peak(rest);
   if (mode != "throughput" && mode != "latency") {
-    throw InputError(
-        "bench: unknown benchmark '" + mode +
-        "' (expected throughput, latency, serve, membw, matmul, quality or quant-kernel)");
+    throw InputError("bench: unknown benchmark '" + mode +
+                     "' (expected throughput, latency, serve, membw, peak, matmul, quality or "
+                     "quant-kernel)");
   }
   ArgParser p;
   add_engine_flags(p);

@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/peak_rate.h"
 
 namespace gemmaserve {
 namespace {
@@ -66,6 +67,13 @@ const char* kMembwUsage =
     "usage: gemmaserve bench membw [--threads N (all cores)] [--size-mib M (1024)] [--json]\n"
     "Read-only sum over a buffer of M MiB, best of 5 passes.\n";
 
+const char* kPeakUsage =
+    "usage: gemmaserve bench peak [--threads N (all cores)] [--json]\n"
+    "Arithmetic peak measured on every thread at once: 16-lane f32 FMA, vdpbf16ps (bf16 dot)\n"
+    "and vpdpbusd (int8 dot), twelve independent chains each, best of 3 (0 = not on this CPU).\n"
+    "Two vCPUs that are SMT siblings of one core share one core's units: compare with\n"
+    "--threads 1.\n";
+
 const char* kMatmulUsage =
     "usage: gemmaserve bench matmul [--t T (1)] [--k K (1536)] [--n N (6144)] [--dtype "
     "bf16|f16|f32]\n"
@@ -114,6 +122,67 @@ uint64_t weight_bytes_per_token(const ModelWeights& w) {
     }
   }
   return bytes;
+}
+
+double prefill_flops(const ModelWeights& w, int64_t prompt_len, int64_t batch) {
+  const TextConfig& c = w.config.text;
+  const auto macs = [](const WeightMatrix& m) {
+    return m ? static_cast<double>(m.rows) * static_cast<double>(m.cols) : 0.0;
+  };
+  const double all = static_cast<double>(prompt_len);
+  double flops = 2 * macs(w.per_layer_model_projection) * all + 2 * macs(w.lm_head);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const LayerSpec& spec = c.layers[l];
+    const double rows = spec.kv_shared() ? 1.0 : all;
+    double layer = 0;
+    for (const WeightMatrix* m :
+         {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj, &lw.gate_proj, &lw.up_proj, &lw.down_proj,
+          &lw.per_layer_input_gate, &lw.per_layer_projection, &lw.router_proj}) {
+      layer += macs(*m);
+    }
+    if (c.num_experts > 0) {
+      layer += (macs(lw.experts_gate_up) + macs(lw.experts_down)) / c.num_experts * c.top_k_experts;
+    }
+    flops += 2 * layer * rows;
+    // QK and PV: 2 MACs per (query, key, head, dim).
+    const bool sliding = spec.type == AttentionType::kSliding && c.sliding_window > 0;
+    const int64_t first = spec.kv_shared() ? prompt_len - 1 : 0;
+    double keys = 0;
+    for (int64_t p = first; p < prompt_len; ++p) {
+      keys += static_cast<double>(sliding ? std::min<int64_t>(p + 1, c.sliding_window) : p + 1);
+    }
+    flops += 4.0 * keys * c.num_attention_heads * spec.head_dim;
+  }
+  return flops * static_cast<double>(batch);
+}
+
+int run_bench_peak(const std::vector<std::string>& args) {
+  ArgParser p;
+  p.value("--threads").flag("--json").flag("--help", {"-h"});
+  p.parse(args, 0);
+  if (p.get_flag("--help")) {
+    std::cout << kPeakUsage;
+    return 0;
+  }
+  const int threads = p.get_int("--threads", 0);
+  if (threads < 0) throw InputError("--threads must be >= 0");
+  ThreadPool pool(static_cast<size_t>(threads), true);
+  const cpu::PeakRates r = cpu::measure_peak_rates(pool);
+  if (p.get_flag("--json")) {
+    std::cout << nlohmann::json{{"threads", pool.size()},
+                                {"f32_fma_flops", r.f32_fma_flops},
+                                {"bf16_dot_flops", r.bf16_dot_flops},
+                                {"int8_dot_ops", r.int8_dot_ops}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf(
+        "Peak (%zu threads, measured): f32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, int8 dot "
+        "%.1f GOPS\n",
+        pool.size(), r.f32_fma_flops / 1e9, r.bf16_dot_flops / 1e9, r.int8_dot_ops / 1e9);
+  }
+  return 0;
 }
 
 int run_bench_membw(const std::vector<std::string>& args) {

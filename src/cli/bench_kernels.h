@@ -19,8 +19,15 @@ double measure_read_bandwidth(size_t bytes, int threads, int passes = 5);
 // only top_k experts plus router; of the embedding tables only the rows gathered. KV excluded.
 uint64_t weight_bytes_per_token(const ModelWeights& w);
 
+// Multiply-add FLOPs (2 per MAC) of prefilling `batch` prompts of `prompt_len` tokens that want
+// only their last token's logits: every linear applied to every prompt token, except on
+// KV-shared layers and the LM head, which only the last token needs; attention's QK and PV over
+// the keys each query sees (the window on sliding layers); MoE counts top_k experts.
+double prefill_flops(const ModelWeights& w, int64_t prompt_len, int64_t batch);
+
 // `gemmaserve bench membw ...` and `gemmaserve bench matmul ...` (args after the mode).
 int run_bench_membw(const std::vector<std::string>& args);
 int run_bench_matmul(const std::vector<std::string>& args);
+int run_bench_peak(const std::vector<std::string>& args);
 
 }  // namespace gemmaserve

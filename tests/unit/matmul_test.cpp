@@ -279,6 +279,13 @@ TEST(BenchCli, MembwJson) {
   EXPECT_GT(j.at("membw_bytes_per_s").get<double>(), 0.0);
 }
 
+TEST(BenchCli, PeakJson) {
+  const nlohmann::json j = run_json("bench peak --threads 1 --json");
+  EXPECT_EQ(j.at("threads").get<int>(), 1);
+  EXPECT_EQ(j.at("f32_fma_flops").get<double>() > 0, cpu_supports(CpuIsa::kAvx2));
+  for (const char* key : {"bf16_dot_flops", "int8_dot_ops"}) EXPECT_TRUE(j.contains(key)) << key;
+}
+
 TEST(BenchCli, MatmulJsonHonoursIsaOverride) {
   const nlohmann::json j =
       run_json("bench matmul --t 3 --k 64 --n 32 --iters 2 --stream-mib 1 --threads 2 --json",
@@ -297,8 +304,10 @@ TEST(BenchCli, LatencyJsonHasPrefillDecodeAndRoofline) {
       run_json("bench latency " + (tmp.path() / "m").string() +
                " --input-len 8 --output-len 4 --batch-size 2 --repeat 2 --num-iters-warmup 0"
                " --membw-size-mib 8 --threads 2 --json 2>/dev/null");
-  for (const char* key : {"pp_tokens_per_s", "tg_tokens_per_s", "membw_bytes_per_s",
-                          "roofline_tokens_per_s", "roofline_fraction", "avg_latency"}) {
+  for (const char* key :
+       {"pp_tokens_per_s", "tg_tokens_per_s", "membw_bytes_per_s", "membw_before_bytes_per_s",
+        "membw_after_bytes_per_s", "roofline_tokens_per_s", "roofline_fraction", "avg_latency",
+        "prefill_flops", "prefill_flops_per_s", "peak_f32_fma_flops"}) {
     ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
     EXPECT_GT(j.at(key).get<double>(), 0.0) << key;
   }

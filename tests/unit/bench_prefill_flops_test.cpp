@@ -1,0 +1,51 @@
+// The FLOP count bench latency divides prefill time into, spelled out by hand for the tiny
+// preset (KV sharing, double-wide MLP, K=V full layers, sliding window, MoE, per-layer inputs),
+// and the measured arithmetic peak that count is compared with.
+#include <gtest/gtest.h>
+
+#include "cli/bench_kernels.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/peak_rate.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+namespace gemmaserve {
+namespace {
+
+TEST(PrefillFlops, TinyPresetByHand) {
+  testing::TempDir tmp;
+  const auto made = testing::run_command(testing::cli_binary().string() +
+                                         " make-test-model --preset tiny --out " +
+                                         (tmp.path() / "m").string() + " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const ModelWeights w = load_model_weights((tmp.path() / "m").string());
+  // Tiny: hidden 64, 4 heads of 32 (sliding, 2 KV heads) or 64 (full, 1 KV head, K = V), MLP
+  // 128 (256 on the 3 KV-shared layers 3-5), 4 experts of 32 (top 2), per-layer inputs 16.
+  const double moe = 64 * 4 + 2 * (2 * 32 * 64 + 64 * 32);  // router + two experts
+  const double ple = 64 * 16 * 2;
+  const double sliding = 64 * 128 + 2 * 64 * 64 + 128 * 64 + 3 * 64 * 128 + ple + moe;
+  const double full = 64 * 256 + 64 * 64 + 256 * 64 + 3 * 64 * 128 + ple + moe;
+  const double sliding_shared = 64 * 128 + 128 * 64 + 3 * 64 * 256 + ple + moe;
+  const double full_shared = 64 * 256 + 256 * 64 + 3 * 64 * 256 + ple + moe;
+  const int64_t n = 10;
+  const double macs = n * (2 * sliding + full) + (2 * sliding_shared + full_shared) +
+                      n * (64 * 6 * 16) + 262144.0 * 64;
+  // Keys seen by queries 0..9: window 8 on sliding layers; shared layers run the last query only.
+  const double attention = 4 * 4 * (2 * 52 * 32 + 55 * 64 + 2 * 8 * 32 + 10 * 64);
+  EXPECT_DOUBLE_EQ(prefill_flops(w, n, 1), 2 * macs + attention);
+  EXPECT_DOUBLE_EQ(prefill_flops(w, n, 3), 3 * (2 * macs + attention));
+}
+
+TEST(PeakRates, KindsThisCpuHasAreMeasured) {
+  ThreadPool pool(1);
+  const cpu::PeakRates r = cpu::measure_peak_rates(pool, 0.01, 1);
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  const bool avx512 = cpu::cpu_supports(cpu::CpuIsa::kAvx512);
+  EXPECT_EQ(r.f32_fma_flops > 0, cpu::cpu_supports(cpu::CpuIsa::kAvx2));
+  EXPECT_EQ(r.bf16_dot_flops > 0, avx512 && f.avx512_bf16);
+  EXPECT_EQ(r.int8_dot_ops > 0, avx512 && f.avx512_vnni);
+}
+
+}  // namespace
+}  // namespace gemmaserve
