@@ -158,9 +158,10 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int threads = ea.threads > 0
                           ? ea.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Read bandwidth before and after the timed runs; the higher is the limit (a neighbour's load
-  // during one measurement must not make the roofline easier to reach).
-  const double membw_before = measure_read_bandwidth(static_cast<size_t>(membw_mib) << 20, threads);
+  // The machine's read bandwidth moves with its neighbours' load from one second to the next,
+  // so it is measured between every two timed runs: each decode is judged against the higher
+  // of the measurements just before and just after it (never an easier limit).
+  ReadBandwidthProbe probe(static_cast<size_t>(membw_mib) << 20, threads);
   LLM llm(ea);
   std::mt19937_64 rng(ea.seed);
   const SamplingParams sp = bench_params(output_len, n);
@@ -170,6 +171,7 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
     llm.generate(random_prompts(rng, batch_size, input_len, llm.vocab_size()), sp);
   }
   std::vector<double> latencies, prefill_times, decode_times;
+  std::vector<double> bandwidths{probe.measure(3)};
   for (int i = 0; i < num_iters; ++i) {
     const std::vector<Prompt> first = random_prompts(rng, batch_size, input_len, llm.vocab_size());
     Clock::time_point start = Clock::now();
@@ -182,6 +184,7 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
     latencies.push_back(seconds_since(start));
     prefill_times.push_back(prefill);
     decode_times.push_back(std::max(latencies.back() - prefill, 1e-9));
+    bandwidths.push_back(probe.measure(3));
   }
   const double avg = std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                      static_cast<double>(latencies.size());
@@ -199,22 +202,33 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const double tg_tps =
       output_len > 1 ? static_cast<double>(batch_size) * n * (output_len - 1) / median(decode_times)
                      : 0.0;
-  const double membw_after = measure_read_bandwidth(static_cast<size_t>(membw_mib) << 20, threads);
-  const double membw = std::max(membw_before, membw_after);
+  // Per iteration: its tg rate over the roofline of the bandwidth bracketing it.
+  std::vector<double> fractions, limits;
+  for (size_t i = 0; i < decode_times.size(); ++i) {
+    const double bw = std::max(bandwidths[i], bandwidths[i + 1]);
+    limits.push_back(bw);
+    const double tg_i =
+        static_cast<double>(batch_size) * n * std::max(output_len - 1, 0) / decode_times[i];
+    fractions.push_back(tg_i * static_cast<double>(bytes_per_step) /
+                        (static_cast<double>(batch_size) * n * bw));
+  }
+  const double membw = median(limits);
+  const double roofline = static_cast<double>(batch_size) * n * membw /
+                          static_cast<double>(std::max<uint64_t>(bytes_per_step, 1));
+  const double fraction = output_len > 1 ? median(fractions) : 0.0;
   cpu::PeakRates peak;
   {
     ThreadPool peak_pool(static_cast<size_t>(threads), true);
     peak = cpu::measure_peak_rates(peak_pool);
   }
-  const double roofline = static_cast<double>(batch_size) * n * membw /
-                          static_cast<double>(std::max<uint64_t>(bytes_per_step, 1));
   std::printf("pp%d: %.2f tokens/s   tg%d: %.2f tokens/s   (batch %d, %d threads, medians)\n",
               input_len, pp_tps, output_len, tg_tps, batch_size, threads);
   std::printf(
-      "Roofline: %.3f GB of weights per step, %.2f GB/s read (best of %.2f before, %.2f after) -> "
-      "%.2f tokens/s; tg at %.1f%%\n",
-      static_cast<double>(bytes_per_step) / 1e9, membw / 1e9, membw_before / 1e9, membw_after / 1e9,
-      roofline, 100.0 * tg_tps / roofline);
+      "Roofline: %.3f GB of weights per step, %.2f GB/s read (median; %.2f-%.2f between runs) -> "
+      "%.2f tokens/s; tg at %.1f%% (median over runs, each against its own bracketing bandwidth)\n",
+      static_cast<double>(bytes_per_step) / 1e9, membw / 1e9,
+      *std::min_element(bandwidths.begin(), bandwidths.end()) / 1e9,
+      *std::max_element(bandwidths.begin(), bandwidths.end()) / 1e9, roofline, 100.0 * fraction);
   const double pp_flops_per_s = pp_flops / median(prefill_times);
   const auto share = [&](double rate) { return rate > 0 ? 100.0 * pp_flops_per_s / rate : 0.0; };
   std::printf(
@@ -236,10 +250,9 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
                 {"tg_tokens_per_s", tg_tps},
                 {"weight_bytes_per_token", bytes_per_step},
                 {"membw_bytes_per_s", membw},
-                {"membw_before_bytes_per_s", membw_before},
-                {"membw_after_bytes_per_s", membw_after},
+                {"membw_between_runs_bytes_per_s", bandwidths},
                 {"roofline_tokens_per_s", roofline},
-                {"roofline_fraction", tg_tps / roofline},
+                {"roofline_fraction", fraction},
                 {"prefill_flops", pp_flops},
                 {"prefill_flops_per_s", pp_flops_per_s},
                 {"peak_f32_fma_flops", peak.f32_fma_flops},

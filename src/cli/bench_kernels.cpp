@@ -84,25 +84,32 @@ const char* kMatmulUsage =
 
 }  // namespace
 
-double measure_read_bandwidth(size_t bytes, int threads, int passes) {
-  const size_t words = std::max<size_t>(bytes / sizeof(uint64_t), 1);
-  std::vector<uint64_t> buffer(words);
-  for (size_t i = 0; i < words; ++i) buffer[i] = i;
-  ThreadPool pool(static_cast<size_t>(threads));
-  std::vector<uint64_t> sums(pool.size());
+ReadBandwidthProbe::ReadBandwidthProbe(size_t bytes, int threads)
+    : buffer_(std::max<size_t>(bytes / sizeof(uint64_t), 1)),
+      pool_(static_cast<size_t>(threads), true),
+      sums_(pool_.size()) {
+  for (size_t i = 0; i < buffer_.size(); ++i) buffer_[i] = i;
+}
+
+double ReadBandwidthProbe::measure(int passes) {
+  const size_t words = buffer_.size();
   double best = 0.0;
   for (int pass = 0; pass < passes; ++pass) {
     const Clock::time_point start = Clock::now();
-    pool.parallel_for_grain(words, 4096, [&](size_t b, size_t e) {
-      sums[b * pool.size() / words] += sum_words(buffer.data() + b, e - b);
+    pool_.parallel_for_grain(words, 4096, [&](size_t b, size_t e) {
+      sums_[b * pool_.size() / words] += sum_words(buffer_.data() + b, e - b);
     });
     const double s = seconds_since(start);
     best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
   }
   uint64_t total = 0;
-  for (uint64_t v : sums) total += v;
+  for (uint64_t v : sums_) total += v;
   if (total == 1) std::fputs("", stderr);  // keeps the sums observable
   return best;
+}
+
+double measure_read_bandwidth(size_t bytes, int threads, int passes) {
+  return ReadBandwidthProbe(bytes, threads).measure(passes);
 }
 
 uint64_t weight_bytes_per_token(const ModelWeights& w) {

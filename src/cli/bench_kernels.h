@@ -7,12 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
 
-// Best of `passes` read-only sums over a buffer of `bytes` (touched first), split statically
-// over `threads` threads. Returns bytes per second.
+// A buffer of `bytes` (touched once) and `threads` pinned threads for repeated read-bandwidth
+// measurements: measure() is the best of `passes` read-only sums over it, in bytes per second.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(size_t bytes, int threads);
+  double measure(int passes);
+
+ private:
+  std::vector<uint64_t> buffer_;
+  ThreadPool pool_;
+  std::vector<uint64_t> sums_;
+};
+
+// One probe, best of `passes`.
 double measure_read_bandwidth(size_t bytes, int threads, int passes = 5);
 
 // Bytes of weights one decoded token reads: every linear weight (the tied lm_head too), for MoE

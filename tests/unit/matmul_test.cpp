@@ -304,15 +304,15 @@ TEST(BenchCli, LatencyJsonHasPrefillDecodeAndRoofline) {
       run_json("bench latency " + (tmp.path() / "m").string() +
                " --input-len 8 --output-len 4 --batch-size 2 --repeat 2 --num-iters-warmup 0"
                " --membw-size-mib 8 --threads 2 --json 2>/dev/null");
-  for (const char* key :
-       {"pp_tokens_per_s", "tg_tokens_per_s", "membw_bytes_per_s", "membw_before_bytes_per_s",
-        "membw_after_bytes_per_s", "roofline_tokens_per_s", "roofline_fraction", "avg_latency",
-        "prefill_flops", "prefill_flops_per_s", "peak_f32_fma_flops"}) {
+  for (const char* key : {"pp_tokens_per_s", "tg_tokens_per_s", "membw_bytes_per_s",
+                          "roofline_tokens_per_s", "roofline_fraction", "avg_latency",
+                          "prefill_flops", "prefill_flops_per_s", "peak_f32_fma_flops"}) {
     ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
     EXPECT_GT(j.at(key).get<double>(), 0.0) << key;
   }
   EXPECT_GT(j.at("weight_bytes_per_token").get<uint64_t>(), 0u);
   EXPECT_EQ(j.at("latencies").size(), 2u);
+  EXPECT_EQ(j.at("membw_between_runs_bytes_per_s").size(), 3u);  // before, between, after
 }
 
 }  // namespace

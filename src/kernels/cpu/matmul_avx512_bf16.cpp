@@ -59,14 +59,19 @@ void tile(const uint16_t* x, size_t ldx, const uint16_t* w, size_t ldw, int64_t 
   for (int t = 0; t < RX; ++t)
 #pragma GCC unroll 8
     for (int r = 0; r < RW; ++r) acc[t][r] = _mm512_setzero_ps();
+  // The next W tile (RW rows further, contiguous) as one sequential run of prefetched lines.
+  const auto* next = reinterpret_cast<const char*>(w + RW * ldw);
+  const char* const next_end = next + RW * ldw * 2;
+  const size_t steps = static_cast<size_t>(k / kPairs) + 1;
+  const size_t lines_per_step = (RW * ldw * 2 / 64 + steps) / steps;
   int64_t i = 0;
   for (; i + kPairs <= k; i += kPairs) {
+    for (size_t l = 0; l < lines_per_step && next < next_end; ++l, next += 64) {
+      __builtin_prefetch(next);
+    }
     __m512bh wv[RW];
 #pragma GCC unroll 8
-    for (int r = 0; r < RW; ++r) {
-      __builtin_prefetch(w + (RW + r) * ldw + i);
-      wv[r] = load_bf16(w + r * ldw + i);
-    }
+    for (int r = 0; r < RW; ++r) wv[r] = load_bf16(w + r * ldw + i);
 #pragma GCC unroll 8
     for (int t = 0; t < RX; ++t) {
       const __m512bh xv = load_bf16(x + t * ldx + i);

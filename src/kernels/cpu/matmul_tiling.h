@@ -29,11 +29,23 @@ constexpr size_t kXBlockBytes = size_t{384} << 10;
 // W rows applied to each X tile of a block in turn (prefill): they stay in L2 meanwhile.
 constexpr size_t kWPanelBytes = size_t{192} << 10;
 
+// Prefetches the next W tile (RW rows further, contiguous) as one sequential run of cache lines,
+// an equal share per K step, so the tiles arrive as one stream with one prefetch per line.
+struct NextTilePrefetch {
+  const std::byte* cursor;
+  const std::byte* end;
+  size_t lines_per_step;
+  void step() {
+    for (size_t i = 0; i < lines_per_step && cursor < end; ++i, cursor += 64) {
+      __builtin_prefetch(cursor);
+    }
+  }
+};
+
 template <class V, DType D, int RX, int RW>
 void matmul_tile(const float* x, size_t ldx, const std::byte* w, size_t w_row_bytes, int64_t k,
                  float* y, size_t ldy) {
   using Vec = typename V::Vec;
-  constexpr size_t kElemBytes = D == DType::kF32 ? 4 : 2;
   Vec acc[RX][RW];
 #pragma GCC unroll 8
   for (int t = 0; t < RX; ++t)
@@ -42,13 +54,12 @@ void matmul_tile(const float* x, size_t ldx, const std::byte* w, size_t w_row_by
   const std::byte* wr[RW];
 #pragma GCC unroll 8
   for (int r = 0; r < RW; ++r) wr[r] = w + static_cast<size_t>(r) * w_row_bytes;
+  const size_t tile_bytes = RW * w_row_bytes;
+  const size_t steps = static_cast<size_t>(k / kLanes) + 1;
+  NextTilePrefetch pf{w + tile_bytes, w + 2 * tile_bytes, (tile_bytes / 64 + steps) / steps};
   int64_t i = 0;
   for (; i + kLanes <= k; i += kLanes) {
-    // The next tile's W rows follow these: fetch them now, so W arrives as one stream.
-#pragma GCC unroll 8
-    for (int r = 0; r < RW; ++r) {
-      __builtin_prefetch(wr[r] + RW * w_row_bytes + static_cast<size_t>(i) * kElemBytes);
-    }
+    pf.step();
     Vec wv[RW];
 #pragma GCC unroll 8
     for (int r = 0; r < RW; ++r) wv[r] = V::template load_w<D>(wr[r], i);

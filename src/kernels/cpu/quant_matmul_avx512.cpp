@@ -13,6 +13,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#ifndef GS_QUANT_TILES_AHEAD
+#define GS_QUANT_TILES_AHEAD 1
+#endif
+
 #define GS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 
 namespace gemmaserve::cpu::quant_detail {
@@ -73,8 +77,21 @@ GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(both));
 }
 
-// Each step prefetches the same position of the next W tile (RW rows further), so a tile's
-// rows are in cache when it starts: the W tiles are read as one stream, like the float kernels.
+// While a tile runs, its steps prefetch the W tile kTilesAhead further as one sequential run
+// of cache lines (an equal share per step): the rows of the tiles arrive as a single stream
+// the hardware prefetchers also follow, with one prefetch per line.
+constexpr int kTilesAhead = GS_QUANT_TILES_AHEAD;
+
+struct TilePrefetch {
+  const char* cursor;
+  const char* end;
+  int lines_per_step;
+  GS_AVX512 inline void step() {
+    for (int i = 0; i < lines_per_step && cursor < end; ++i, cursor += 64) {
+      _mm_prefetch(cursor, _MM_HINT_T0);
+    }
+  }
+};
 
 // One pair of blocks (b, b + 1) of a Q8_0 / Q4_0 tile; kFull = false: block b + 1 is absent
 // and contributes fma(0, 0, acc) as in the canonical order.
@@ -91,8 +108,6 @@ GS_AVX512 inline __attribute__((always_inline)) void step_32(const std::byte* w0
   for (int r = 0; r < RW; ++r) {
     const std::byte* blk = w0 + r * row_bytes + b * kBlockBytes;
     const std::byte* nxt = blk + kBlockBytes;
-    if constexpr (kFull)
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + RW * row_bytes, _MM_HINT_T0);
     if constexpr (kType == DType::kQ8_0) {
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       const __m256i hi = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nxt + 2))
@@ -142,8 +157,17 @@ GS_AVX512 void tile_32(const MatmulArgs& args, const QuantActs& a, int64_t t0, i
   __m512 acc[RX][RW];
   for (int x = 0; x < RX; ++x)
     for (int r = 0; r < RW; ++r) acc[x][r] = _mm512_setzero_ps();
+  const size_t tile_bytes = RW * row_bytes;
+  const int64_t steps = (nb + 1) / 2;
+  const auto* ahead = reinterpret_cast<const char*>(w0) + kTilesAhead * tile_bytes;
+  TilePrefetch pf{ahead, ahead + tile_bytes,
+                  static_cast<int>((tile_bytes / 64 + static_cast<size_t>(steps)) /
+                                   static_cast<size_t>(steps))};
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) step_32<kType, RX, RW, true>(w0, row_bytes, a, t0, b, acc);
+  for (; b + 2 <= nb; b += 2) {
+    pf.step();
+    step_32<kType, RX, RW, true>(w0, row_bytes, a, t0, b, acc);
+  }
   if (b < nb) step_32<kType, RX, RW, false>(w0, row_bytes, a, t0, b, acc);
   for (int x = 0; x < RX; ++x)
     for (int r = 0; r < RW; ++r)
