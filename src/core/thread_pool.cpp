@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <vector>
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -52,18 +53,27 @@ std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t ind
 }
 
 #if defined(__linux__)
-// The index-th CPU of the process's affinity mask (round-robin), or -1 if unknown.
+// The CPUs this process may use, read once, before any pool pins a thread (a pinned thread's
+// own mask would otherwise shrink to one CPU for every pool built from it later).
+const std::vector<int>& process_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+    }
+    return out;
+  }();
+  return cpus;
+}
+
+// The index-th CPU of the process's allowed set (round-robin), or -1 if unknown.
 int nth_allowed_cpu(size_t index) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
-  const int count = CPU_COUNT(&set);
-  if (count <= 0) return -1;
-  int want = static_cast<int>(index % static_cast<size_t>(count));
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set) && want-- == 0) return cpu;
-  }
-  return -1;
+  const std::vector<int>& cpus = process_cpus();
+  if (cpus.empty()) return -1;
+  return cpus[index % cpus.size()];
 }
 
 void pin_current_thread(int cpu) {
