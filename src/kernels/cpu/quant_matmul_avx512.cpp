@@ -13,10 +13,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#ifndef GS_QUANT_TILES_AHEAD
-#define GS_QUANT_TILES_AHEAD 1
-#endif
-
 #define GS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 
 namespace gemmaserve::cpu::quant_detail {
@@ -80,7 +76,7 @@ GS_AVX512 inline __m512 pair_f16(const std::byte* a, const std::byte* b) {
 // While a tile runs, its steps prefetch the W tile kTilesAhead further as one sequential run
 // of cache lines (an equal share per step): the rows of the tiles arrive as a single stream
 // the hardware prefetchers also follow, with one prefetch per line.
-constexpr int kTilesAhead = GS_QUANT_TILES_AHEAD;
+constexpr int kTilesAhead = 2;  // 1 and 4 measured slower (bench quant-kernel, 2026-11-30)
 
 struct TilePrefetch {
   const char* cursor;
