@@ -41,7 +41,12 @@ void ArgParser::parse(const std::vector<std::string>& args, size_t max_positiona
       after_dashes_.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       return;
     }
-    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+    // Long flags, and registered single-dash aliases such as -q or -h (anything else that
+    // starts with one dash, e.g. -1, stays a positional).
+    const bool long_flag = a.size() > 2 && a.rfind("--", 0) == 0;
+    const bool short_alias = a.size() >= 2 && a[0] == '-' && a[1] != '-' &&
+                             alias_to_name_.count(a.substr(0, a.find('='))) != 0;
+    if (long_flag || short_alias) {
       std::string spelled = a, inline_value;
       bool has_inline = false;
       if (auto eq = a.find('='); eq != std::string::npos) {

@@ -82,8 +82,9 @@ TEST(ThreadPool, GrainKeepsChunkBoundariesAligned) {
 
 TEST(ArgParser, ParsesValuesFlagsAliasesAndDashes) {
   ArgParser p;
-  p.value("--max-tokens").value("--prompt-ids").value("--kv-cache-memory-bytes",
-                                                      {"--kv-cache-memory"});
+  p.value("--max-tokens")
+      .value("--prompt-ids")
+      .value("--kv-cache-memory-bytes", {"--kv-cache-memory"});
   p.flag("--json").flag("--enable-prefix-caching");
   p.parse({"model", "--max-tokens=5", "--prompt-ids", "1,2", "--prompt-ids", "3",
            "--kv-cache-memory", "100", "--json", "--no-enable-prefix-caching", "--", "--x"},
@@ -95,6 +96,19 @@ TEST(ArgParser, ParsesValuesFlagsAliasesAndDashes) {
   EXPECT_TRUE(p.get_flag("--json"));
   EXPECT_FALSE(p.get_flag("--enable-prefix-caching", true));
   EXPECT_EQ(p.after_dashes(), std::vector<std::string>{"--x"});
+}
+
+TEST(ArgParser, SingleDashAliasesAreFlagsOtherDashWordsPositionals) {
+  ArgParser p;
+  p.value("--quantization", {"-q"}).flag("--help", {"-h"});
+  p.parse({"-q", "q8_0", "-h", "-1"}, 1);
+  EXPECT_EQ(p.get("--quantization"), "q8_0");
+  EXPECT_TRUE(p.get_flag("--help"));
+  EXPECT_EQ(p.positionals(), std::vector<std::string>{"-1"});
+  ArgParser q;
+  q.value("--quantization", {"-q"});
+  q.parse({"-q=q4_0"}, 0);
+  EXPECT_EQ(q.get("--quantization"), "q4_0");
 }
 
 TEST(ArgParser, RejectsBadInputWithClearMessages) {
