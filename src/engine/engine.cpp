@@ -131,8 +131,12 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   check_args(args_);
   // Workers and the engine thread each on their own CPU (vLLM's CPU backend binds too);
   // GEMMASERVE_CPU_BIND=none leaves placement to the OS.
-  const char* bind = std::getenv("GEMMASERVE_CPU_BIND");
-  const bool pin = bind == nullptr || std::string(bind) != "none";
+  const char* bind_env = std::getenv("GEMMASERVE_CPU_BIND");
+  const std::string bind = bind_env ? bind_env : "";
+  if (!bind.empty() && bind != "auto" && bind != "none") {
+    throw InputError("GEMMASERVE_CPU_BIND must be auto or none, got '" + bind + "'");
+  }
+  const bool pin = bind != "none";
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -173,6 +174,17 @@ TEST(EngineStartup, MaxModelLenBeyondTheConfigIsRefused) {
   EXPECT_EQ(error_of([&] { make_engine(args); }),
             "User-specified max_model_len (200000) is greater than the derived max_model_len "
             "(max_position_embeddings=131072 in model's config.json).");
+}
+
+TEST(EngineStartup, CpuBindEnvironmentIsAutoOrNone) {
+  EngineArgs args = tiny_args("dense");
+  setenv("GEMMASERVE_CPU_BIND", "off", 1);
+  const std::string bad = error_of([&] { make_engine(args); });
+  setenv("GEMMASERVE_CPU_BIND", "none", 1);
+  const std::string none = error_of([&] { make_engine(args); });
+  unsetenv("GEMMASERVE_CPU_BIND");
+  EXPECT_EQ(bad, "GEMMASERVE_CPU_BIND must be auto or none, got 'off'");
+  EXPECT_EQ(none, "no error");
 }
 
 TEST(EngineFlags, HumanReadableIntegers) {
