@@ -14,7 +14,27 @@ namespace gemmaserve {
 //   Q4_0: blocks of 32 = f16 scale + 16 bytes of 4-bit values, offset 8      (18 bytes)
 //   Q4_K: blocks of 256 = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins for 8 sub-blocks
 //         of 32, 128 bytes of 4-bit values                                   (144 bytes)
-enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool, kQ8_0, kQ4_0, kQ4_K };
+enum class DType {
+  kF32,
+  kF16,
+  kBF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU8,
+  kBool,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K
+};
+
+// How a quantized weight matrix's rows lie in memory. kRows: row after row (checkpoint and
+// llama.cpp order). kInterleaved16: Q8_0 / Q4_0 regrouped 16 rows at a time for the AVX-512
+// VNNI kernels (layout in kernels/cpu/quant_interleave.h); a group takes the bytes of its 16
+// rows, so row r still starts group r / 16 at byte (r - r % 16) * row_bytes.
+enum class WeightLayout { kRows, kInterleaved16 };
 
 // Size of one element in bytes (of one block for the quantized types).
 size_t dtype_size(DType dtype);
@@ -32,7 +52,9 @@ const char* dtype_name(DType dtype);
 // Parses a safetensors dtype string; returns false for unknown names.
 bool parse_dtype(const std::string& name, DType* out);
 
-inline float bf16_to_f32(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
+inline float bf16_to_f32(uint16_t v) {
+  return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+}
 
 // Round-to-nearest-even, NaN preserved (quiet).
 inline uint16_t f32_to_bf16(float f) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_interleave.h"
 
 namespace gemmaserve::detail {
 namespace {
@@ -110,6 +111,11 @@ cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_be
   a.w = static_cast<const std::byte*>(w.data) +
         static_cast<size_t>(row_begin) * dtype_row_bytes(w.dtype, w.cols);
   a.w_dtype = w.dtype;
+  a.w_layout = w.layout;
+  if (w.layout == WeightLayout::kInterleaved16 &&
+      (row_begin % cpu::kInterleaveRows != 0 || rows % cpu::kInterleaveRows != 0)) {
+    throw std::logic_error(w.name + ": interleaved rows taken from a row that starts no group");
+  }
   a.y = y;
   a.ldy = ldy;
   a.t = t;
@@ -138,7 +144,8 @@ void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const fl
   const WeightMatrix& first = *outs.begin()->w;
   bool shared = true;
   for (const LinearOut& o : outs)
-    shared = shared && o.w->dtype == first.dtype && o.w->cols == first.cols;
+    shared = shared && o.w->dtype == first.dtype && o.w->layout == first.layout &&
+             o.w->cols == first.cols;
   if (!shared) {
     for (const LinearOut& o : outs) linear(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy);
     return;
@@ -211,9 +218,14 @@ void Gemma4Forward::embed() {
   const size_t row_bytes = dtype_row_bytes(w_.embed_tokens.dtype, H);
   for (int64_t t = 0; t < T; ++t) {
     float* xr = &ws_.x[static_cast<size_t>(t * H)];
-    const auto* src = static_cast<const std::byte*>(w_.embed_tokens.data) +
-                      static_cast<size_t>(ws_.tokens[t]) * row_bytes;
-    cpu::to_f32(w_.embed_tokens.dtype, src, xr, static_cast<size_t>(H));
+    if (w_.embed_tokens.layout == WeightLayout::kInterleaved16) {
+      cpu::interleaved_row_to_f32(w_.embed_tokens.dtype, w_.embed_tokens.data, ws_.tokens[t], H,
+                                  xr);
+    } else {
+      const auto* src = static_cast<const std::byte*>(w_.embed_tokens.data) +
+                        static_cast<size_t>(ws_.tokens[t]) * row_bytes;
+      cpu::to_f32(w_.embed_tokens.dtype, src, xr, static_cast<size_t>(H));
+    }
     for (int64_t i = 0; i < H; ++i) xr[i] *= scale;
   }
 

@@ -22,8 +22,9 @@ namespace gemmaserve {
 struct WeightMatrix {
   std::string name;
   DType dtype = DType::kBF16;
-  const void* data = nullptr;  // nullptr = absent
-  int64_t rows = 0;            // total rows (E * per-expert rows for 3-D)
+  WeightLayout layout = WeightLayout::kRows;  // kInterleaved16 once the model regroups it
+  const void* data = nullptr;                 // nullptr = absent
+  int64_t rows = 0;                           // total rows (E * per-expert rows for 3-D)
   int64_t cols = 0;
   explicit operator bool() const { return data != nullptr; }
 };

@@ -109,8 +109,9 @@ TEST(MatmulGroup, RefusesPartsThatDoNotShareX) {
     matmul_group(parts, nullptr);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(),
-                 "matmul_group: every part must share x, ldx, t, k, w_dtype and precision");
+    EXPECT_STREQ(
+        e.what(),
+        "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout and precision");
   }
   matmul_group({}, nullptr);  // nothing to do, no error
 }

@@ -11,7 +11,9 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/quant_interleave.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_matmul_internal.h"
 
 namespace gemmaserve::cpu {
 namespace {
@@ -164,13 +166,15 @@ struct Problem {
 };
 
 std::vector<float> run(const Problem& p, const std::vector<std::byte>& w,
-                       const std::vector<float>& x, ThreadPool* pool, QuantIsa isa, int64_t ldx) {
+                       const std::vector<float>& x, ThreadPool* pool, QuantIsa isa, int64_t ldx,
+                       WeightLayout layout = WeightLayout::kRows) {
   std::vector<float> y(p.t * (p.n + 3), -1.0f);
   MatmulArgs a;
   a.x = x.data();
   a.ldx = ldx;
   a.w = w.data();
   a.w_dtype = p.dtype;
+  a.w_layout = layout;
   a.y = y.data();
   a.ldy = p.n + 3;
   a.t = p.t;
@@ -279,6 +283,220 @@ TEST(QuantMatmul, RejectsBadShapes) {
   a.k = 64;
   a.w_dtype = DType::kQ4_K;
   EXPECT_THROW(quant_matmul(a, nullptr), InputError);
+}
+
+TEST(QuantMatmul, VectorActivationQuantizationMatchesScalar) {
+  if (!quant_isa_supported(QuantIsa::kAvx512Vnni)) {
+    std::printf("skipping: no avx512-vnni here\n");
+    return;
+  }
+  const int64_t k = 32 * 9;
+  auto x = random_values(k, 77, 3.0f);
+  for (int i = 32; i < 64; ++i) x[i] = 0.0f;                     // all-zero block
+  for (int i = 64; i < 96; ++i) x[i] *= 1e-30f;                  // tiny scale
+  for (int i = 96; i < 128; ++i) x[i] = (i % 2 ? 2.5f : -0.5f);  // exact ties
+  for (int i = 128; i < 160; ++i) x[i] *= 1e30f;                 // huge scale
+  for (int i = 160; i < 192; ++i) x[i] *= 1e-40f;                // subnormal: inverse overflows
+  struct Out {
+    std::vector<int8_t> q = std::vector<int8_t>(32 * 9);
+    std::vector<float> d = std::vector<float>(9), xs = std::vector<float>(9);
+    std::vector<int32_t> off = std::vector<int32_t>(72), corr = std::vector<int32_t>(9);
+  } a, b;
+  quant_detail::quantize_act_row(x.data(), k, a.q.data(), a.d.data(), a.off.data(), a.xs.data(),
+                                 a.corr.data(), -128);
+  quant_detail::quantize_act_row_avx512(x.data(), k, b.q.data(), b.d.data(), b.off.data(),
+                                        b.xs.data(), b.corr.data(), -128);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(std::memcmp(a.d.data(), b.d.data(), 9 * 4), 0);
+  EXPECT_EQ(std::memcmp(a.xs.data(), b.xs.data(), 9 * 4), 0);
+  EXPECT_EQ(a.off, b.off);
+  EXPECT_EQ(a.corr, b.corr);
+}
+
+// --- Interleaved layout (quant_interleave.h) ---
+
+std::vector<std::byte> interleaved(DType d, const std::vector<std::byte>& rows, int64_t n,
+                                   int64_t k, ThreadPool* pool = nullptr) {
+  std::vector<std::byte> out(rows.size());
+  interleave_rows(d, rows.data(), out.data(), n, k, pool);
+  return out;
+}
+
+// The canonical interleaved order from the row-major weights, written independently of the
+// kernels: per block the exact integer dot, then one fma per block.
+std::vector<float> interleaved_reference(DType d, const std::vector<std::byte>& rows,
+                                         const std::vector<float>& x, const Problem& p,
+                                         int64_t ldx) {
+  std::vector<float> y(p.t * (p.n + 3), -1.0f);
+  const int64_t nb = p.k / 32;
+  std::vector<float> wdq(p.k);
+  for (int64_t t = 0; t < p.t; ++t) {
+    // X quantized exactly as quant_matmul does: per block d = max|x| / 127, round to even.
+    std::vector<int> xq(p.k);
+    std::vector<float> dx(nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[t * ldx + b * 32 + i]));
+      dx[b] = amax / 127.0f;
+      const float inv = dx[b] != 0.0f ? 1.0f / dx[b] : 0.0f;
+      for (int i = 0; i < 32; ++i) {
+        xq[b * 32 + i] = static_cast<int>(std::nearbyint(x[t * ldx + b * 32 + i] * inv));
+      }
+    }
+    for (int64_t n = 0; n < p.n; ++n) {
+      const std::byte* row = rows.data() + n * dtype_row_bytes(d, p.k);
+      dequantize_row(d, row, wdq.data(), p.k);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const size_t bb = d == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+        uint16_t h;
+        std::memcpy(&h, row + b * bb, 2);
+        const float dw = f16_to_f32(h);
+        int32_t dot = 0;
+        for (int i = 0; i < 32; ++i) {
+          const int q = dw != 0.0f ? static_cast<int>(std::lround(wdq[b * 32 + i] / dw)) : 0;
+          dot += q * xq[b * 32 + i];
+        }
+        acc = std::fma(dw * dx[b], static_cast<float>(dot), acc);
+      }
+      y[t * (p.n + 3) + n] = acc;
+    }
+  }
+  return y;
+}
+
+TEST(QuantInterleave, RowsReadBackExactly) {
+  uint32_t seed = 300;
+  ThreadPool pool(2);
+  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t k : {32, 96, 1536}) {
+      const int64_t n = 48;
+      const auto rows = quantize_matrix(d, random_values(n * k, seed++), n, k);
+      const auto w = interleaved(d, rows, n, k, &pool);
+      std::vector<float> want(k), got(k);
+      for (int64_t r = 0; r < n; ++r) {
+        dequantize_row(d, rows.data() + r * dtype_row_bytes(d, k), want.data(), k);
+        interleaved_row_to_f32(d, w.data(), r, k, got.data());
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), k * 4), 0)
+            << dtype_name(d) << " K=" << k << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(QuantInterleave, Q8_0GroupLayout) {
+  // Row r, element e = r + e (small ints) so every byte says where it came from.
+  const int64_t n = 16, k = 64;
+  std::vector<float> w(n * k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t e = 0; e < k; ++e) w[r * k + e] = static_cast<float>((r * 3 + e) % 50) - 20.0f;
+  const auto rows = quantize_matrix(DType::kQ8_0, w, n, k);
+  const auto g = interleaved(DType::kQ8_0, rows, n, k);
+  // Scales of block 1, row 5, then block 1 quad 2 row 5 element 3 (+ 128).
+  EXPECT_EQ(std::memcmp(g.data() + 32 + 10, rows.data() + 5 * 68 + 34, 2), 0);
+  const auto q = static_cast<int8_t>(rows[5 * 68 + 34 + 2 + 11]);
+  EXPECT_EQ(std::to_integer<int>(g[2 * 32 + 512 + 64 * 2 + 4 * 5 + 3]), q + 128);
+}
+
+std::vector<Problem> interleave_problems() {
+  std::vector<Problem> out;
+  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t k : {32, 96, 512, 1536}) {
+      out.push_back({d, 1, 16, k});
+      out.push_back({d, 1, 80, k});  // 4-group decode tiles and a remainder group
+      out.push_back({d, 5, 48, k});  // 2 x 4 tiles plus remainders both ways
+      out.push_back({d, 12, 32, k});
+    }
+  }
+  return out;
+}
+
+TEST(QuantInterleave, EveryIsaMatchesTheCanonicalOrderBitwise) {
+  ThreadPool pool(2);
+  uint32_t seed = 400;
+  for (const Problem& p : interleave_problems()) {
+    const int64_t ldx = p.k + 5;
+    const auto rows = quantize_matrix(p.dtype, random_values(p.n * p.k, seed++), p.n, p.k);
+    const auto w = interleaved(p.dtype, rows, p.n, p.k);
+    const auto x = random_values(p.t * ldx, seed++);
+    const auto ref = interleaved_reference(p.dtype, rows, x, p, ldx);
+    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+      if (!quant_isa_supported(isa)) {
+        std::printf("skipping %s: not supported here\n", quant_isa_name(isa));
+        continue;
+      }
+      const auto got = run(p, w, x, &pool, isa, ldx, WeightLayout::kInterleaved16);
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * 4), 0)
+          << quant_isa_name(isa) << " " << dtype_name(p.dtype) << " T=" << p.t << " N=" << p.n
+          << " K=" << p.k;
+    }
+  }
+}
+
+TEST(QuantInterleave, CloseToRowLayoutAndBatchInvariant) {
+  ThreadPool pool2(2), pool3(3);
+  uint32_t seed = 500;
+  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
+    const int64_t n = 64, k = 1024, t_max = 9;
+    const auto rows = quantize_matrix(d, random_values(n * k, seed++), n, k);
+    const auto w = interleaved(d, rows, n, k);
+    const auto x = random_values(t_max * k, seed++);
+    const Problem full_p{d, t_max, n, k};
+    const auto by_rows = run(full_p, rows, x, &pool2, quant_best_isa(), k);
+    const auto full = run(full_p, w, x, &pool2, quant_best_isa(), k, WeightLayout::kInterleaved16);
+    // Same integer block dots, only the float summation order differs.
+    EXPECT_LT(relative_rms_error(by_rows, full), 1e-5) << dtype_name(d);
+    for (int64_t t = 0; t < t_max; ++t) {
+      std::vector<float> one_row(x.begin() + t * k, x.begin() + (t + 1) * k);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+        const auto single =
+            run({d, 1, n, k}, w, one_row, pool, quant_best_isa(), k, WeightLayout::kInterleaved16);
+        ASSERT_EQ(std::memcmp(single.data(), full.data() + t * (n + 3), n * 4), 0)
+            << dtype_name(d) << " row " << t;
+      }
+    }
+  }
+}
+
+TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
+  std::vector<std::byte> src(40 * 34), dst(40 * 34);
+  try {
+    interleave_rows(DType::kQ8_0, src.data(), dst.data(), 40, 32, nullptr);
+    FAIL() << "40 rows accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "interleave: a Q8_0 matrix of 40 x 32 cannot be interleaved (Q8_0 or Q4_0, rows "
+                 "a multiple of 16)");
+  }
+  EXPECT_THROW(interleave_rows(DType::kQ4_K, src.data(), dst.data(), 16, 256, nullptr), InputError);
+  std::vector<float> x(32), y(24);
+  MatmulArgs a;
+  a.x = x.data();
+  a.ldx = 32;
+  a.w = src.data();
+  a.w_dtype = DType::kQ8_0;
+  a.w_layout = WeightLayout::kInterleaved16;
+  a.y = y.data();
+  a.ldy = 24;
+  a.t = 1;
+  a.k = 32;
+  a.n = 24;
+  try {
+    quant_matmul(a, nullptr);
+    FAIL() << "N = 24 accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "quant_matmul: interleaved Q8_0 weights with N = 24 (the layout needs Q8_0 or "
+                 "Q4_0 and N a multiple of 16)");
+  }
+  a.w_dtype = DType::kBF16;
+  try {
+    matmul(a, nullptr);
+    FAIL() << "interleaved bf16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "matmul: the interleaved weight layout is for Q8_0 and Q4_0 weights only");
+  }
 }
 
 }  // namespace

@@ -73,8 +73,9 @@ void check_group(std::span<const MatmulArgs> parts) {
   const MatmulArgs& a = parts[0];
   for (const MatmulArgs& p : parts) {
     if (p.x != a.x || p.ldx != a.ldx || p.t != a.t || p.k != a.k || p.w_dtype != a.w_dtype ||
-        p.precision != a.precision) {
-      throw InputError("matmul_group: every part must share x, ldx, t, k, w_dtype and precision");
+        p.w_layout != a.w_layout || p.precision != a.precision) {
+      throw InputError(
+          "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout and precision");
     }
   }
 }
@@ -83,6 +84,9 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
   const MatmulArgs& args = parts[0];
   if (args.w_dtype != DType::kF32 && args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF16) {
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
+  }
+  if (args.w_layout != WeightLayout::kRows) {
+    throw InputError("matmul: the interleaved weight layout is for Q8_0 and Q4_0 weights only");
   }
   if (args.t <= 0) return;
   if (args.k == 0) {

@@ -31,15 +31,16 @@ struct MatmulArgs {
   int64_t k = 0;  // reduction length
   int64_t n = 0;  // rows of W = output columns
   MatmulPrecision precision = MatmulPrecision::kF32;
+  WeightLayout w_layout = WeightLayout::kRows;  // kInterleaved16: Q8_0 / Q4_0, N % 16 == 0
 };
 
 // Runs on `pool` (nullptr = calling thread only), split statically over N, with the kernels of
 // cpu_isa() (kernels/cpu/cpu_features.h).
 void matmul(const MatmulArgs& args, ThreadPool* pool);
 
-// Several products that share X (same x, ldx, t, k, w_dtype and precision; each has its own w,
-// n, y and ldy) in one parallel section: the workers wake once and X is prepared once (decode
-// runs q/k/v and gate/up this way). Each element is computed exactly as matmul() would.
+// Several products that share X (same x, ldx, t, k, w_dtype, w_layout and precision; each has its
+// own w, n, y and ldy) in one parallel section: the workers wake once and X is prepared once
+// (decode runs q/k/v and gate/up this way). Each element is computed exactly as matmul() would.
 void matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool);
 
 // The same with the kernels of a given level (tests, benchmarks); InputError if the CPU lacks it.

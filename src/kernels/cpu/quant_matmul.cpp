@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_interleave.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
 namespace gemmaserve::cpu {
@@ -22,7 +23,7 @@ using quant_detail::RangeKernel;
 struct ActScratch {
   std::vector<int8_t> q;
   std::vector<float> d, xs;
-  std::vector<int32_t> off;
+  std::vector<int32_t> off, corr;
 };
 
 ActScratch& thread_scratch() {
@@ -38,8 +39,11 @@ inline float round_even(float v) {
   return (big + kMagic) - kMagic;
 }
 
+}  // namespace
+
 // Symmetric int8 per block of 32: d = max|x| / 127, q = round-to-nearest-even(x / d).
-void quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, float* xs) {
+void quant_detail::quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off,
+                                    float* xs, int32_t* corr, int32_t corr_mult) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
@@ -53,28 +57,33 @@ void quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* o
       total += qb[i];
     }
     d[b] = scale;
-    if (off) {
-      for (int j = 0; j < 8; ++j) {
-        off[b * 8 + j] = -8 * (qb[4 * j] + qb[4 * j + 1] + qb[4 * j + 2] + qb[4 * j + 3]);
-      }
-    }
-    if (xs) xs[b] = scale * static_cast<float>(total);
+    act_block_extras(qb, scale, total, b, off, xs, corr, corr_mult);
   }
 }
 
-QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s) {
+namespace {
+
+QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, QuantIsa isa) {
   const int64_t nb = a.k / 32;
   const auto rows = static_cast<size_t>(a.t);
-  const bool want_off = a.w_dtype == DType::kQ4_0, want_xs = a.w_dtype == DType::kQ4_K;
+  const bool interleaved = a.w_layout == WeightLayout::kInterleaved16;
+  const bool want_off = a.w_dtype == DType::kQ4_0 && !interleaved;
+  const bool want_xs = a.w_dtype == DType::kQ4_K;
+  // Interleaved weights are stored unsigned (q + 128 or q + 8): each block starts from this.
+  const int32_t corr_mult = a.w_dtype == DType::kQ8_0 ? -128 : -8;
   if (s.q.size() < rows * a.k) s.q.resize(rows * a.k);
   if (s.d.size() < rows * nb) s.d.resize(rows * nb);
   if (want_off && s.off.size() < rows * nb * 8) s.off.resize(rows * nb * 8);
   if (want_xs && s.xs.size() < rows * nb) s.xs.resize(rows * nb);
+  if (interleaved && s.corr.size() < rows * nb) s.corr.resize(rows * nb);
+  const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
+                                                         : quant_detail::quantize_act_row;
   auto quantize_rows = [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
-      quantize_act_row(a.x + t * a.ldx, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
-                       want_off ? s.off.data() + t * nb * 8 : nullptr,
-                       want_xs ? s.xs.data() + t * nb : nullptr);
+      quantize_row(a.x + t * a.ldx, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
+                   want_off ? s.off.data() + t * nb * 8 : nullptr,
+                   want_xs ? s.xs.data() + t * nb : nullptr,
+                   interleaved ? s.corr.data() + t * nb : nullptr, corr_mult);
     }
   };
   if (pool && a.t >= 8) {
@@ -87,6 +96,7 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s) {
   acts.d = s.d.data();
   acts.off = want_off ? s.off.data() : nullptr;
   acts.xs = want_xs ? s.xs.data() : nullptr;
+  acts.corr = interleaved ? s.corr.data() : nullptr;
   acts.k = a.k;
   return acts;
 }
@@ -234,6 +244,15 @@ void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa
     throw InputError(std::string("quant_matmul: ISA path ") + quant_isa_name(isa) +
                      " is not supported by this CPU");
   }
+  if (args.w_layout == WeightLayout::kInterleaved16) {
+    for (const MatmulArgs& p : parts) {
+      if (!interleave_supported(p.w_dtype, p.n, std::max<int64_t>(p.k, 32))) {
+        throw InputError(std::string("quant_matmul: interleaved ") + dtype_name(p.w_dtype) +
+                         " weights with N = " + std::to_string(p.n) +
+                         " (the layout needs Q8_0 or Q4_0 and N a multiple of 16)");
+      }
+    }
+  }
   if (args.t <= 0) return;
   if (args.k == 0) {
     for (const MatmulArgs& p : parts)
@@ -241,10 +260,17 @@ void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa
         std::fill_n(p.y + static_cast<size_t>(t) * p.ldy, p.n, 0.0f);
     return;
   }
-  const QuantActs acts = quantize_acts(args, pool, thread_scratch());
-  RangeKernel kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_kernel(args.w_dtype)
-                       : isa == QuantIsa::kAvx2     ? quant_detail::avx2_kernel(args.w_dtype)
-                                                    : quant_detail::portable_kernel(args.w_dtype);
+  const QuantActs acts = quantize_acts(args, pool, thread_scratch(), isa);
+  RangeKernel kernel = nullptr;
+  if (args.w_layout == WeightLayout::kInterleaved16) {
+    // No AVX2 kernel for this layout: the AVX2 path runs the portable one.
+    kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_interleaved_kernel(args.w_dtype)
+                                          : quant_detail::portable_interleaved_kernel(args.w_dtype);
+  } else {
+    kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_kernel(args.w_dtype)
+             : isa == QuantIsa::kAvx2     ? quant_detail::avx2_kernel(args.w_dtype)
+                                          : quant_detail::portable_kernel(args.w_dtype);
+  }
   detail::parallel_over_parts(
       parts, pool, [&](size_t p, int64_t b, int64_t e) { kernel(parts[p], acts, b, e); });
 }

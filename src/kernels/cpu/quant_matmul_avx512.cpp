@@ -285,6 +285,36 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
 
 }  // namespace
 
+GS_AVX512 void quantize_act_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* off,
+                                       float* xs, int32_t* corr, int32_t corr_mult) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    // NaN or a scale so small its inverse overflows: the scalar code's clamping decides.
+    if (!(inv < 3.0e38f) || !(amax < 3.0e38f)) {
+      quantize_act_row(xb, 32, q + b * 32, d + b, off ? off + b * 8 : nullptr,
+                       xs ? xs + b : nullptr, corr ? corr + b : nullptr, corr_mult);
+      continue;
+    }
+    const __m512 vi = _mm512_set1_ps(inv);
+    // cvtps rounds to nearest even (the default MXCSR mode), as the scalar round_even.
+    const __m512i q0 =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vi)), lo), hi);
+    const __m512i q1 =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vi)), lo), hi);
+    int8_t* qb = q + b * 32;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
+    const int32_t total = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    d[b] = scale;
+    act_block_extras(qb, scale, total, b, off, xs, corr, corr_mult);
+  }
+}
+
 RangeKernel avx512_kernel(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
@@ -304,6 +334,10 @@ RangeKernel avx512_kernel(DType dtype) {
 
 namespace gemmaserve::cpu::quant_detail {
 RangeKernel avx512_kernel(DType dtype) { return portable_kernel(dtype); }
+void quantize_act_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* off,
+                             float* xs, int32_t* corr, int32_t corr_mult) {
+  quantize_act_row(x, k, q, d, off, xs, corr, corr_mult);
+}
 }  // namespace gemmaserve::cpu::quant_detail
 
 #endif

@@ -1,0 +1,162 @@
+#include "kernels/cpu/quant_interleave.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_matmul_internal.h"
+
+namespace gemmaserve::cpu {
+namespace {
+
+constexpr size_t kScaleBytes = 2 * kInterleaveRows;  // one block's 16 f16 scales
+
+inline size_t block_bytes(DType dtype) {
+  return dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+}
+
+// Bytes of the quantized values of one block of 16 rows: 512 (Q8_0) or 256 (Q4_0).
+inline size_t values_bytes(DType dtype) { return kInterleaveRows * (block_bytes(dtype) - 2); }
+
+inline float load_f16(const std::byte* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Group `g` of a row-major matrix -> the interleaved bytes at dst.
+void interleave_group(DType dtype, const std::byte* src, std::byte* dst, int64_t nb) {
+  const size_t bb = block_bytes(dtype), row_bytes = static_cast<size_t>(nb) * bb;
+  std::byte* values = dst + static_cast<size_t>(nb) * kScaleBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    std::byte* sc = dst + static_cast<size_t>(b) * kScaleBytes;
+    std::byte* vb = values + static_cast<size_t>(b) * values_bytes(dtype);
+    for (int64_t r = 0; r < kInterleaveRows; ++r) {
+      const std::byte* blk = src + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(b) * bb;
+      std::memcpy(sc + 2 * r, blk, 2);
+      // Q8_0: 8 quads of signed values, stored + 128; Q4_0: 4 lines of qs bytes as they are.
+      const int lines = dtype == DType::kQ8_0 ? 8 : 4;
+      for (int j = 0; j < lines; ++j) {
+        std::byte* out = vb + 64 * j + 4 * r;
+        for (int i = 0; i < 4; ++i) {
+          const std::byte v = blk[2 + 4 * j + i];
+          out[i] = dtype == DType::kQ8_0 ? (v ^ std::byte{0x80}) : v;
+        }
+      }
+    }
+  }
+}
+
+// The stored (unsigned) value of element e of row r (0..15) in block b of a group, and the
+// offset to subtract from it.
+inline int stored_value(DType dtype, const std::byte* values_block, int r, int e) {
+  if (dtype == DType::kQ8_0) {
+    return std::to_integer<int>(values_block[64 * (e / 4) + 4 * r + e % 4]);
+  }
+  const int in_half = e % 16;
+  const int byte = std::to_integer<int>(values_block[64 * (in_half / 4) + 4 * r + in_half % 4]);
+  return e < 16 ? (byte & 15) : (byte >> 4);
+}
+
+inline int stored_offset(DType dtype) { return dtype == DType::kQ8_0 ? 128 : 8; }
+
+using quant_detail::QuantActs;
+
+// The canonical order (quant_interleave.h) in scalar code.
+template <DType kType>
+void portable_interleaved_range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin,
+                                int64_t n_end) {
+  const int64_t nb = a.blocks();
+  const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(kType, a.k);
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    const std::byte* group = static_cast<const std::byte*>(args.w) +
+                             static_cast<size_t>(n / kInterleaveRows) * group_bytes;
+    const std::byte* values = group + static_cast<size_t>(nb) * kScaleBytes;
+    const int r = static_cast<int>(n % kInterleaveRows);
+    for (int64_t t = 0; t < args.t; ++t) {
+      const int8_t* xq = a.q + t * a.k;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* vb = values + static_cast<size_t>(b) * values_bytes(kType);
+        int32_t p = a.corr[t * nb + b];
+        for (int e = 0; e < 32; ++e) p += stored_value(kType, vb, r, e) * xq[b * 32 + e];
+        const float dw = load_f16(group + static_cast<size_t>(b) * kScaleBytes + 2 * r);
+        acc = std::fma(dw * a.d[t * nb + b], static_cast<float>(p), acc);
+      }
+      args.y[static_cast<size_t>(t) * args.ldy + n] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+bool interleave_supported(DType dtype, int64_t rows, int64_t cols) {
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) && rows > 0 &&
+         rows % kInterleaveRows == 0 && cols > 0 && cols % kQ8BlockElems == 0;
+}
+
+bool interleave_preferred() { return quant_best_isa() == QuantIsa::kAvx512Vnni; }
+
+void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int64_t cols,
+                     ThreadPool* pool) {
+  if (!interleave_supported(dtype, rows, cols)) {
+    throw InputError(std::string("interleave: a ") + dtype_name(dtype) + " matrix of " +
+                     std::to_string(rows) + " x " + std::to_string(cols) +
+                     " cannot be interleaved (Q8_0 or Q4_0, rows a multiple of 16)");
+  }
+  const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(dtype, cols);
+  const auto* in = static_cast<const std::byte*>(src);
+  auto* out = static_cast<std::byte*>(dst);
+  const auto groups = static_cast<size_t>(rows / kInterleaveRows);
+  auto run = [&](size_t b, size_t e) {
+    for (size_t g = b; g < e; ++g) {
+      interleave_group(dtype, in + g * group_bytes, out + g * group_bytes, cols / kQ8BlockElems);
+    }
+  };
+  if (pool && groups > 1) {
+    pool->parallel_for(groups, run);
+  } else {
+    run(0, groups);
+  }
+}
+
+void interleaved_row_to_f32(DType dtype, const void* w, int64_t row, int64_t cols, float* out) {
+  if (!interleave_supported(dtype, kInterleaveRows, cols)) {
+    throw InputError(std::string("interleaved_row_to_f32: ") + dtype_name(dtype) +
+                     " is not an interleaved type or cols is not a multiple of 32");
+  }
+  const int64_t nb = cols / kQ8BlockElems;
+  const std::byte* group =
+      static_cast<const std::byte*>(w) +
+      static_cast<size_t>(row / kInterleaveRows) * kInterleaveRows * dtype_row_bytes(dtype, cols);
+  const std::byte* values = group + static_cast<size_t>(nb) * kScaleBytes;
+  const int r = static_cast<int>(row % kInterleaveRows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = load_f16(group + static_cast<size_t>(b) * kScaleBytes + 2 * r);
+    const std::byte* vb = values + static_cast<size_t>(b) * values_bytes(dtype);
+    for (int e = 0; e < 32; ++e) {
+      out[b * 32 + e] =
+          d * static_cast<float>(stored_value(dtype, vb, r, e) - stored_offset(dtype));
+    }
+  }
+}
+
+namespace quant_detail {
+
+RangeKernel portable_interleaved_kernel(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return portable_interleaved_range<DType::kQ8_0>;
+    case DType::kQ4_0:
+      return portable_interleaved_range<DType::kQ4_0>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace quant_detail
+
+}  // namespace gemmaserve::cpu
