@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "model/gemma4_model.h"
 #include "model/quantize_quality.h"

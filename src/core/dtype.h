@@ -32,7 +32,7 @@ enum class DType {
 
 // How a quantized weight matrix's rows lie in memory. kRows: row after row (checkpoint and
 // llama.cpp order). kInterleaved16: Q8_0 / Q4_0 regrouped 16 rows at a time for the AVX-512
-// VNNI kernels (layout in kernels/cpu/quant_interleave.h); a group takes the bytes of its 16
+// VNNI kernels (layout in kernels/cpu/interleave.h); a group takes the bytes of its 16
 // rows, so row r still starts group r / 16 at byte (r - r % 16) * row_bytes.
 enum class WeightLayout { kRows, kInterleaved16 };
 

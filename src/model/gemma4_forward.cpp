@@ -15,7 +15,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 
 namespace gemmaserve::detail {
 namespace {

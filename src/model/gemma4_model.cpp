@@ -5,9 +5,8 @@
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/quant_interleave.h"
 #include "model/gemma4_forward.h"
-#include "model/quantize.h"
+#include "model/weight_layout.h"
 
 namespace gemmaserve {
 namespace {
@@ -80,9 +79,7 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
       options_(options),
       scratch_(std::make_unique<Scratch>()) {
   scratch_->plan = detail::make_gemma4_plan(weights_);
-  if (options_.interleave_quantized && cpu::interleave_preferred()) {
-    interleave_quantized_weights(weights_, pool_.get());
-  }
+  if (options_.interleave_weights) interleave_weights(weights_, pool_.get());
 }
 
 Gemma4Model::~Gemma4Model() = default;

@@ -44,10 +44,10 @@ struct Gemma4ModelOptions {
   // their int8 path and the MoE router f32. kF32 keeps the golden logits. See
   // docs/QUANTIZATION.md.
   cpu::MatmulPrecision matmul_precision = cpu::MatmulPrecision::kF32;
-  // Regroup Q8_0 / Q4_0 matrices 16 rows at a time (kernels/cpu/quant_interleave.h) when the
-  // AVX-512 VNNI kernels run: about 3x the int8 rate for prefill and batched decode. Off only to
-  // compare against the row layout.
-  bool interleave_quantized = true;
+  // Regroup BF16 / Q8_0 / Q4_0 matrices 16 rows at a time (kernels/cpu/interleave.h) where
+  // the AVX-512 kernels run: one sequential stream per thread for decode, and for Q8_0 / Q4_0
+  // about 3x the int8 rate of prefill and batched decode. Off only to compare with the rows.
+  bool interleave_weights = true;
 };
 
 // Parses a --cpu-matmul-precision value, "f32" or "bf16"; InputError naming `flag` otherwise.

@@ -12,7 +12,6 @@
 #include "core/logging.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/quant_interleave.h"
 
 namespace gemmaserve {
 namespace {
@@ -166,52 +165,6 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
   GS_LOG_INFO << "quantized " << kept.size() << " weight matrices to "
               << cpu::quantization_type_name(type)
               << (skipped ? " (" + std::to_string(skipped) + " kept in float)" : std::string());
-}
-
-void interleave_quantized_weights(ModelWeights& w, ThreadPool* pool) {
-  const auto start = std::chrono::steady_clock::now();
-  const bool tied = w.lm_head.data == w.embed_tokens.data;
-  // (matrix, rows of one independently addressed slice: an expert's rows for 3-D experts).
-  std::vector<std::pair<WeightMatrix*, int64_t>> todo = {
-      {&w.lm_head, w.lm_head.rows},
-      {&w.per_layer_model_projection, w.per_layer_model_projection.rows}};
-  const int64_t experts = std::max(1, w.config.text.num_experts);
-  for (LayerWeights& l : w.layers) {
-    for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
-                            &l.down_proj, &l.per_layer_input_gate, &l.per_layer_projection}) {
-      todo.emplace_back(m, m->rows);
-    }
-    todo.emplace_back(&l.experts_gate_up, l.experts_gate_up.rows / experts);
-    todo.emplace_back(&l.experts_down, l.experts_down.rows / experts);
-  }
-  size_t bytes = 0;
-  int done = 0;
-  for (const auto& [m, slice_rows] : todo) {
-    if (!*m || m->layout != WeightLayout::kRows ||
-        !cpu::interleave_supported(m->dtype, slice_rows, m->cols) || m->rows % slice_rows != 0) {
-      continue;
-    }
-    const size_t size = static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
-    // 64-byte aligned so every weight line the kernel loads is one cache line.
-    std::shared_ptr<std::byte> buf(
-        static_cast<std::byte*>(std::aligned_alloc(64, (size + 63) / 64 * 64)), std::free);
-    if (!buf) throw std::bad_alloc();
-    cpu::interleave_rows(m->dtype, m->data, buf.get(), m->rows, m->cols, pool);
-    const void* old = m->data;
-    m->data = buf.get();
-    m->layout = WeightLayout::kInterleaved16;
-    std::erase_if(w.owned_buffers, [&](const auto& b) { return b.get() == old; });
-    w.owned_buffers.push_back(std::move(buf));
-    bytes += size;
-    ++done;
-  }
-  if (tied) w.embed_tokens = w.lm_head;
-  if (done == 0) return;
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  GS_LOG_INFO << "interleaved " << done << " quantized weight matrices ("
-              << static_cast<double>(bytes) / (1 << 30) << " GiB) 16 rows at a time for the "
-              << "avx512-vnni kernels in " << secs << " s";
 }
 
 void fill_quantized_bytes(DType type, int64_t cols, int64_t first, int64_t count, std::byte* dst,

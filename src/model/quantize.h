@@ -47,11 +47,6 @@ nlohmann::json quantization_config_json(DType type, const std::map<std::string, 
 void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
                             const std::function<void(size_t, size_t)>& progress);
 
-// Regroups every Q8_0 / Q4_0 matrix the forward pass multiplies (the tied embedding with the
-// head) into WeightLayout::kInterleaved16 where its shape allows (rows, and each expert's rows,
-// a multiple of 16); the row-major buffers this replaces are released. Logs what it did.
-void interleave_quantized_weights(ModelWeights& w, ThreadPool* pool);
-
 // Bytes [first, first + count) of the quantized form of a [rows, cols] matrix whose row r is
 // produced (as f32) by row_values(r, out). Rows are quantized whole, so any split of the byte
 // range gives the same bytes.

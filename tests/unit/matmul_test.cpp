@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/interleave.h"
 #include "test_support.h"
 
 namespace gemmaserve::cpu {
@@ -239,6 +240,95 @@ TEST(Matmul, Bf16ActivationsMatchRoundedReferenceAndStayInvariant) {
       ASSERT_EQ(0, std::memcmp(one.data(), &y[r * n], n * 4)) << "row " << r << " k " << k;
     }
   }
+}
+
+// Interleaved F32 / BF16 weights (interleave.h): every level reproduces the canonical even/odd
+// fma order bit for bit (written out here on the row-major weights), so a bf16 matrix and its
+// f32 copy agree exactly; row results are independent of T and threads, and bf16 activations
+// stay within rounding of the exact product.
+TEST(Matmul, InterleavedMatchesCanonicalOrderOnEveryLevel) {
+  std::mt19937 g(21);
+  ThreadPool pool(2);
+  for (const Shape s : {Shape{1, 32, 16}, Shape{1, 1536, 80}, Shape{5, 96, 48}, Shape{13, 512, 32},
+                        Shape{9, 2560, 64}}) {
+    const size_t ldx = static_cast<size_t>(s.k) + 3, ldy = static_cast<size_t>(s.n) + 5;
+    const std::vector<float> x = random_vec(static_cast<size_t>(s.t) * ldx, g);
+    const Weights w = make_weights(DType::kBF16, static_cast<size_t>(s.n * s.k), g);
+    std::vector<uint16_t> packed(w.half.size());
+    interleave_rows(DType::kBF16, w.half.data(), packed.data(), s.n, s.k, &pool);
+    std::vector<float> packed_f32(w.f32.size());
+    interleave_rows(DType::kF32, w.f32.data(), packed_f32.data(), s.n, s.k, &pool);
+    std::vector<float> want(static_cast<size_t>(s.t) * ldy, -7.0f);
+    for (int64_t t = 0; t < s.t; ++t) {
+      for (int64_t n = 0; n < s.n; ++n) {
+        float even = 0.0f, odd = 0.0f;
+        for (int64_t p = 0; p < s.k / 2; ++p) {
+          even = std::fma(x[t * ldx + 2 * p], w.f32[n * s.k + 2 * p], even);
+          odd = std::fma(x[t * ldx + 2 * p + 1], w.f32[n * s.k + 2 * p + 1], odd);
+        }
+        want[t * ldy + n] = even + odd;
+      }
+    }
+    for (CpuIsa isa : available_isas()) {
+      for (DType d : {DType::kBF16, DType::kF32}) {
+        std::vector<float> y(want.size(), -7.0f);
+        const void* wd = d == DType::kBF16 ? static_cast<const void*>(packed.data())
+                                           : static_cast<const void*>(packed_f32.data());
+        MatmulArgs a{x.data(), ldx, wd, d, y.data(), ldy, s.t, s.k, s.n};
+        a.w_layout = WeightLayout::kInterleaved16;
+        matmul_with_isa(a, &pool, isa);
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+            << cpu_isa_name(isa) << " " << dtype_name(d) << " T=" << s.t << " K=" << s.k
+            << " N=" << s.n;
+      }
+    }
+    std::vector<float> got(want.size());
+    MatmulArgs a{x.data(), ldx, packed.data(), DType::kBF16, got.data(), ldy, s.t, s.k, s.n};
+    a.w_layout = WeightLayout::kInterleaved16;
+    a.precision = MatmulPrecision::kBF16;
+    matmul(a, &pool);
+    for (int64_t t = 0; t < s.t; ++t) {
+      for (int64_t n = 0; n < s.n; ++n) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < s.k; ++i) {
+          const double p =
+              static_cast<double>(bf16_to_f32(f32_to_bf16(x[t * ldx + i]))) * w.f32[n * s.k + i];
+          ref += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(got[t * ldy + n], ref, 2e-6 * mag + 1e-30) << t << "," << n;
+      }
+      std::vector<float> one(static_cast<size_t>(s.n));
+      MatmulArgs single = a;
+      single.x = x.data() + t * ldx;
+      single.t = 1;
+      single.y = one.data();
+      single.ldy = static_cast<size_t>(s.n);
+      matmul(single, nullptr);
+      ASSERT_EQ(0, std::memcmp(one.data(), &got[t * ldy], s.n * 4)) << "bf16 row " << t;
+    }
+  }
+}
+
+TEST(Matmul, InterleavedRowsReadBackExactly) {
+  std::mt19937 g(22);
+  const int64_t n = 32, k = 96;
+  const Weights w = make_weights(DType::kBF16, static_cast<size_t>(n * k), g);
+  std::vector<uint16_t> packed(w.half.size());
+  interleave_rows(DType::kBF16, w.half.data(), packed.data(), n, k, nullptr);
+  std::vector<float> packed_f32(w.f32.size());
+  interleave_rows(DType::kF32, w.f32.data(), packed_f32.data(), n, k, nullptr);
+  std::vector<float> row(static_cast<size_t>(k)), row32(row.size());
+  for (int64_t r = 0; r < n; ++r) {
+    interleaved_row_to_f32(DType::kBF16, packed.data(), r, k, row.data());
+    interleaved_row_to_f32(DType::kF32, packed_f32.data(), r, k, row32.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), &w.f32[r * k], k * 4)) << "row " << r;
+    ASSERT_EQ(0, std::memcmp(row32.data(), &w.f32[r * k], k * 4)) << "f32 row " << r;
+  }
+  EXPECT_EQ(packed_f32[16 * k + (64 * 7 + 4 * 5) / 4], w.f32[21 * k + 7]);
+  // Line 3 of group 1 holds elements 6 and 7 of rows 16..31; row 21 at byte 4 * 5.
+  EXPECT_EQ(packed[16 * k + (64 * 3 + 4 * 5) / 2], w.half[21 * k + 6]);
+  EXPECT_EQ(packed[16 * k + (64 * 3 + 4 * 5) / 2 + 1], w.half[21 * k + 7]);
 }
 
 TEST(Matmul, RejectsQuantizedAndOtherDtypes) {

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
@@ -465,8 +465,8 @@ TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
     FAIL() << "40 rows accepted";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "interleave: a Q8_0 matrix of 40 x 32 cannot be interleaved (Q8_0 or Q4_0, rows "
-                 "a multiple of 16)");
+                 "interleave: a Q8_0 matrix of 40 x 32 cannot be interleaved (F32, BF16, Q8_0 or "
+                 "Q4_0, rows a multiple of 16)");
   }
   EXPECT_THROW(interleave_rows(DType::kQ4_K, src.data(), dst.data(), 16, 256, nullptr), InputError);
   std::vector<float> x(32), y(24);
@@ -489,13 +489,21 @@ TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
                  "quant_matmul: interleaved Q8_0 weights with N = 24 (the layout needs Q8_0 or "
                  "Q4_0 and N a multiple of 16)");
   }
+  a.w_dtype = DType::kF16;
+  try {
+    matmul(a, nullptr);
+    FAIL() << "interleaved f16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "matmul: the interleaved weight layout is for F32, BF16, Q8_0 and Q4_0");
+  }
   a.w_dtype = DType::kBF16;
   try {
     matmul(a, nullptr);
-    FAIL() << "interleaved bf16 accepted";
+    FAIL() << "interleaved bf16 with N = 24 accepted";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "matmul: the interleaved weight layout is for Q8_0 and Q4_0 weights only");
+                 "matmul: interleaved BF16 weights with N = 24, K = 32 (the layout needs N a "
+                 "multiple of 16 and K of 32)");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -49,9 +50,9 @@ bool use_bf16_activations(const MatmulArgs& args, CpuIsa isa) {
          isa == CpuIsa::kAvx512 && cpu_features().avx512_bf16;
 }
 
-// X rounded to bf16 once per call (shared by the threads and parts), into the caller's scratch.
-void run_bf16(std::span<const MatmulArgs> parts, ThreadPool* pool) {
-  const MatmulArgs& args = parts[0];
+// X rounded to bf16 once per call (shared by the threads and parts), into the caller's scratch;
+// row stride K.
+const uint16_t* round_x_to_bf16(const MatmulArgs& args) {
   thread_local std::vector<uint16_t> x_bf16;
   const size_t ld = static_cast<size_t>(args.k);
   if (x_bf16.size() < static_cast<size_t>(args.t) * ld)
@@ -61,12 +62,39 @@ void run_bf16(std::span<const MatmulArgs> parts, ThreadPool* pool) {
     uint16_t* dst = x_bf16.data() + static_cast<size_t>(t) * ld;
     for (int64_t i = 0; i < args.k; ++i) dst[i] = f32_to_bf16(src[i]);
   }
-  const uint16_t* xb = x_bf16.data();
+  return x_bf16.data();
+}
+
+void run_bf16(std::span<const MatmulArgs> parts, ThreadPool* pool) {
+  const uint16_t* xb = round_x_to_bf16(parts[0]);
+  const auto ld = static_cast<size_t>(parts[0].k);
   detail::parallel_over_parts(parts, pool, [&](size_t p, int64_t b, int64_t e) {
     detail::matmul_range_avx512_bf16(parts[p], xb, ld, b, e);
   });
 }
 #endif
+
+// Interleaved F32 / BF16 weights: bf16 activations where they apply, else the level's kernel.
+void run_interleaved(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa) {
+#if defined(__x86_64__)
+  if (use_bf16_activations(parts[0], isa)) {
+    const uint16_t* xb = round_x_to_bf16(parts[0]);
+    const auto ld = static_cast<size_t>(parts[0].k);
+    return detail::parallel_over_parts(parts, pool, [&](size_t p, int64_t b, int64_t e) {
+      detail::matmul_range_avx512_bf16_interleaved(parts[p], xb, ld, b, e);
+    });
+  }
+  if (isa == CpuIsa::kAvx512) {
+    return detail::parallel_over_parts(parts, pool, [&](size_t p, int64_t b, int64_t e) {
+      detail::matmul_range_avx512_interleaved(parts[p], b, e);
+    });
+  }
+#endif
+  (void)isa;
+  detail::parallel_over_parts(parts, pool, [&](size_t p, int64_t b, int64_t e) {
+    detail::matmul_range_interleaved_portable(parts[p], b, e);
+  });
+}
 
 // Checks that the parts can share one section: same X, rows, K, dtype and precision.
 void check_group(std::span<const MatmulArgs> parts) {
@@ -86,7 +114,17 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
   }
   if (args.w_layout != WeightLayout::kRows) {
-    throw InputError("matmul: the interleaved weight layout is for Q8_0 and Q4_0 weights only");
+    if (args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF32) {
+      throw InputError("matmul: the interleaved weight layout is for F32, BF16, Q8_0 and Q4_0");
+    }
+    for (const MatmulArgs& p : parts) {
+      if (!interleave_supported(p.w_dtype, p.n, std::max<int64_t>(p.k, 32))) {
+        throw InputError(std::string("matmul: interleaved ") + dtype_name(p.w_dtype) +
+                         " weights with N = " + std::to_string(p.n) +
+                         ", K = " + std::to_string(p.k) +
+                         " (the layout needs N a multiple of 16 and K of 32)");
+      }
+    }
   }
   if (args.t <= 0) return;
   if (args.k == 0) {
@@ -95,6 +133,7 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
         std::fill_n(p.y + static_cast<size_t>(t) * p.ldy, p.n, 0.0f);
     return;
   }
+  if (args.w_layout == WeightLayout::kInterleaved16) return run_interleaved(parts, pool, isa);
 #if defined(__x86_64__)
   if (use_bf16_activations(args, isa)) return run_bf16(parts, pool);
 #else

@@ -20,7 +20,14 @@ void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
 void matmul_range_portable(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 float dot_f32_portable(const float* a, const float* b, int64_t n);
 
+// Interleaved F32 / BF16 weights (interleave.h) with f32 X; n_begin and n_end multiples of 16.
+void matmul_range_interleaved_portable(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
+
 #if defined(__x86_64__)
+void matmul_range_avx512_interleaved(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
+// The same with bf16 activations (MatmulPrecision::kBF16), x_bf16 as for matmul_range_avx512_bf16.
+void matmul_range_avx512_bf16_interleaved(const MatmulArgs& a, const uint16_t* x_bf16,
+                                          size_t ldx_bf16, int64_t n_begin, int64_t n_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void matmul_range_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end);

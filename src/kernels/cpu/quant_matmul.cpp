@@ -10,7 +10,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
 namespace gemmaserve::cpu {

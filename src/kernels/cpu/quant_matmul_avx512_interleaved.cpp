@@ -1,11 +1,11 @@
-// AVX-512 VNNI kernels over interleaved Q8_0 / Q4_0 weights (quant_interleave.h): each
+// AVX-512 VNNI kernels over interleaved Q8_0 / Q4_0 weights (interleave.h): each
 // vpdpbusd takes 4 elements of 16 weight rows (unsigned) and 4 broadcast activations (signed),
 // so a block of 16 rows costs 8 vpdpbusd and one convert + multiply + fma per X row. Tiles of
 // RG groups x RX activation rows reuse each weight load RX times and each broadcast RG times.
 #include <cstring>
 
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
 #if defined(__x86_64__)

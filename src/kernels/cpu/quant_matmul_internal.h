@@ -58,7 +58,7 @@ inline void act_block_extras(const int8_t* qb, float scale, int32_t total, int64
 RangeKernel portable_kernel(DType dtype);
 RangeKernel avx2_kernel(DType dtype);
 RangeKernel avx512_kernel(DType dtype);
-// Kernels over interleaved weights (quant_interleave.h); n_begin and n_end multiples of 16.
+// Kernels over interleaved weights (interleave.h); n_begin and n_end multiples of 16.
 RangeKernel portable_interleaved_kernel(DType dtype);
 RangeKernel avx512_interleaved_kernel(DType dtype);
 

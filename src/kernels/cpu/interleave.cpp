@@ -1,10 +1,12 @@
-#include "kernels/cpu/quant_interleave.h"
+#include "kernels/cpu/interleave.h"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_matmul_internal.h"
@@ -25,6 +27,15 @@ inline float load_f16(const std::byte* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return f16_to_f32(h);
+}
+
+// One BF16 / F32 group: line j holds 4-byte word j (two bf16 or one f32) of the 16 rows.
+void interleave_word_group(const std::byte* src, std::byte* dst, size_t row_bytes) {
+  for (size_t j = 0; j < row_bytes / 4; ++j) {
+    for (size_t r = 0; r < kInterleaveRows; ++r) {
+      std::memcpy(dst + 64 * j + 4 * r, src + r * row_bytes + 4 * j, 4);
+    }
+  }
 }
 
 // Group `g` of a row-major matrix -> the interleaved bytes at dst.
@@ -94,18 +105,23 @@ void portable_interleaved_range(const MatmulArgs& args, const QuantActs& a, int6
 }  // namespace
 
 bool interleave_supported(DType dtype, int64_t rows, int64_t cols) {
-  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) && rows > 0 &&
-         rows % kInterleaveRows == 0 && cols > 0 && cols % kQ8BlockElems == 0;
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kBF16 ||
+          dtype == DType::kF32) &&
+         rows > 0 && rows % kInterleaveRows == 0 && cols > 0 && cols % kQ8BlockElems == 0;
 }
 
-bool interleave_preferred() { return quant_best_isa() == QuantIsa::kAvx512Vnni; }
+bool interleave_preferred(DType dtype) {
+  if (dtype == DType::kBF16 || dtype == DType::kF32) return cpu_isa() == CpuIsa::kAvx512;
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) &&
+         quant_best_isa() == QuantIsa::kAvx512Vnni;
+}
 
 void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int64_t cols,
                      ThreadPool* pool) {
   if (!interleave_supported(dtype, rows, cols)) {
     throw InputError(std::string("interleave: a ") + dtype_name(dtype) + " matrix of " +
                      std::to_string(rows) + " x " + std::to_string(cols) +
-                     " cannot be interleaved (Q8_0 or Q4_0, rows a multiple of 16)");
+                     " cannot be interleaved (F32, BF16, Q8_0 or Q4_0, rows a multiple of 16)");
   }
   const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(dtype, cols);
   const auto* in = static_cast<const std::byte*>(src);
@@ -113,7 +129,12 @@ void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int6
   const auto groups = static_cast<size_t>(rows / kInterleaveRows);
   auto run = [&](size_t b, size_t e) {
     for (size_t g = b; g < e; ++g) {
-      interleave_group(dtype, in + g * group_bytes, out + g * group_bytes, cols / kQ8BlockElems);
+      if (dtype == DType::kBF16 || dtype == DType::kF32) {
+        interleave_word_group(in + g * group_bytes, out + g * group_bytes,
+                              dtype_row_bytes(dtype, cols));
+      } else {
+        interleave_group(dtype, in + g * group_bytes, out + g * group_bytes, cols / kQ8BlockElems);
+      }
     }
   };
   if (pool && groups > 1) {
@@ -134,6 +155,19 @@ void interleaved_row_to_f32(DType dtype, const void* w, int64_t row, int64_t col
       static_cast<size_t>(row / kInterleaveRows) * kInterleaveRows * dtype_row_bytes(dtype, cols);
   const std::byte* values = group + static_cast<size_t>(nb) * kScaleBytes;
   const int r = static_cast<int>(row % kInterleaveRows);
+  if (dtype == DType::kBF16) {
+    for (int64_t p = 0; p < cols / 2; ++p) {
+      uint16_t h[2];
+      std::memcpy(h, group + 64 * p + 4 * r, 4);
+      out[2 * p] = bf16_to_f32(h[0]);
+      out[2 * p + 1] = bf16_to_f32(h[1]);
+    }
+    return;
+  }
+  if (dtype == DType::kF32) {
+    for (int64_t i = 0; i < cols; ++i) std::memcpy(out + i, group + 64 * i + 4 * r, 4);
+    return;
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const float d = load_f16(group + static_cast<size_t>(b) * kScaleBytes + 2 * r);
     const std::byte* vb = values + static_cast<size_t>(b) * values_bytes(dtype);
@@ -143,6 +177,39 @@ void interleaved_row_to_f32(DType dtype, const void* w, int64_t row, int64_t col
     }
   }
 }
+
+namespace detail {
+
+void matmul_range_interleaved_portable(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const bool f32 = a.w_dtype == DType::kF32;
+  const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(a.w_dtype, a.k);
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    const std::byte* group =
+        static_cast<const std::byte*>(a.w) + static_cast<size_t>(n / kInterleaveRows) * group_bytes;
+    const int r = static_cast<int>(n % kInterleaveRows);
+    for (int64_t t = 0; t < a.t; ++t) {
+      const float* x = a.x + static_cast<size_t>(t) * a.ldx;
+      float even = 0.0f, odd = 0.0f;
+      for (int64_t p = 0; p < a.k / 2; ++p) {
+        float w[2];
+        if (f32) {
+          std::memcpy(&w[0], group + 128 * p + 4 * r, 4);
+          std::memcpy(&w[1], group + 128 * p + 64 + 4 * r, 4);
+        } else {
+          uint16_t h[2];
+          std::memcpy(h, group + 64 * p + 4 * r, 4);
+          w[0] = bf16_to_f32(h[0]);
+          w[1] = bf16_to_f32(h[1]);
+        }
+        even = std::fma(x[2 * p], w[0], even);
+        odd = std::fma(x[2 * p + 1], w[1], odd);
+      }
+      a.y[static_cast<size_t>(t) * a.ldy + n] = even + odd;
+    }
+  }
+}
+
+}  // namespace detail
 
 namespace quant_detail {
 
