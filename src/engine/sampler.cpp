@@ -232,16 +232,22 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
   auto keep = [&](float v) { return v > kNegInf && v >= kth && passes_min_p(v); };
 
   if (top_p >= 1.0) {
+    // Each weight is computed once (a full-vocabulary exp pass is the sampler's main cost) and
+    // summed in the same order by both passes.
+    thread_local std::vector<double> weights;
+    weights.resize(static_cast<size_t>(n));
     double total = 0;
-    for (float v : x) {
-      if (keep(v)) total += weight(v);
+    for (int32_t i = 0; i < n; ++i) {
+      if (!keep(x[i])) continue;
+      weights[i] = weight(x[i]);
+      total += weights[i];
     }
     const double r = uniform01(rng) * total;
     double acc = 0;
     int32_t last = best;
     for (int32_t i = 0; i < n; ++i) {
       if (!keep(x[i])) continue;
-      acc += weight(x[i]);
+      acc += weights[i];
       last = i;
       if (r < acc) return i;
     }
