@@ -29,13 +29,20 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
     todo.emplace_back(&l.experts_gate_up, l.experts_gate_up.rows / experts);
     todo.emplace_back(&l.experts_down, l.experts_down.rows / experts);
   }
+  std::erase_if(todo, [](const auto& item) {
+    const auto& [m, slice_rows] = item;
+    return !*m || m->layout != WeightLayout::kRows || !cpu::interleave_preferred(m->dtype) ||
+           !cpu::interleave_supported(m->dtype, slice_rows, m->cols) || m->rows % slice_rows != 0;
+  });
+  if (todo.empty()) return;
   size_t bytes = 0;
-  int done = 0;
   for (const auto& [m, slice_rows] : todo) {
-    if (!*m || m->layout != WeightLayout::kRows || !cpu::interleave_preferred(m->dtype) ||
-        !cpu::interleave_supported(m->dtype, slice_rows, m->cols) || m->rows % slice_rows != 0) {
-      continue;
-    }
+    bytes += static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
+  }
+  const double gib = static_cast<double>(bytes) / (1 << 30);
+  GS_LOG_INFO << "regrouping " << todo.size() << " weight matrices (" << gib
+              << " GiB) 16 rows at a time for the AVX-512 kernels";
+  for (const auto& [m, slice_rows] : todo) {
     const size_t size = static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
     // 64-byte aligned so every weight line the kernel loads is one cache line.
     std::shared_ptr<std::byte> buf(
@@ -47,16 +54,11 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
     m->layout = WeightLayout::kInterleaved16;
     std::erase_if(w.owned_buffers, [&](const auto& b) { return b.get() == old; });
     w.owned_buffers.push_back(std::move(buf));
-    bytes += size;
-    ++done;
   }
   if (tied) w.embed_tokens = w.lm_head;
-  if (done == 0) return;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  GS_LOG_INFO << "interleaved " << done << " weight matrices ("
-              << static_cast<double>(bytes) / (1 << 30) << " GiB) 16 rows at a time for the "
-              << "AVX-512 kernels in " << secs << " s";
+  GS_LOG_INFO << "regrouped " << gib << " GiB in " << secs << " s";
 }
 
 }  // namespace gemmaserve
