@@ -363,6 +363,33 @@ nlohmann::json run_json(const std::string& args, const std::string& env = "") {
   return nlohmann::json::parse(r.out.substr(brace));
 }
 
+// bench quant-kernel's layout options: each bad value names itself (exit 2), a good run says
+// which layout it timed.
+TEST(BenchCli, QuantKernelLayoutAndCopies) {
+  const std::string bin = testing::cli_binary().string() + " bench quant-kernel ";
+  const struct {
+    std::string args, error;
+  } bad[] = {
+      {"--layout diagonal",
+       "bench quant-kernel: --layout: unknown layout 'diagonal' (expected "
+       "rows or interleaved)"},
+      {"--copies 0", "bench quant-kernel: --copies must be positive"},
+      {"--type q4_k --k 256 --layout interleaved",
+       "bench quant-kernel: --layout interleaved: needs --type q8_0 or q4_0 and N a multiple of "
+       "16"},
+  };
+  for (const auto& b : bad) {
+    const auto r = testing::run_command(bin + b.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << b.args;
+    EXPECT_NE(r.out.find(b.error), std::string::npos) << b.args << "\n" << r.out;
+  }
+  const auto r = testing::run_command(
+      bin + "--type q8_0 --k 64 --n 32 --t 2 --copies 3 --iters 3 --layout rows 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("type q8_0 isa "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" layout rows threads "), std::string::npos) << r.out;
+}
+
 TEST(BenchCli, MembwJson) {
   const nlohmann::json j = run_json("bench membw --threads 2 --size-mib 8 --json");
   EXPECT_EQ(j.at("threads").get<int>(), 2);

@@ -466,7 +466,7 @@ TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
                  "interleave: a Q8_0 matrix of 40 x 32 cannot be interleaved (F32, BF16, Q8_0 or "
-                 "Q4_0, rows a multiple of 16)");
+                 "Q4_0; rows a multiple of 16, columns of 32)");
   }
   EXPECT_THROW(interleave_rows(DType::kQ4_K, src.data(), dst.data(), 16, 256, nullptr), InputError);
   std::vector<float> x(32), y(24);

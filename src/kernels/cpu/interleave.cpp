@@ -76,7 +76,7 @@ inline int stored_offset(DType dtype) { return dtype == DType::kQ8_0 ? 128 : 8; 
 
 using quant_detail::QuantActs;
 
-// The canonical order (quant_interleave.h) in scalar code.
+// The canonical order (interleave.h) in scalar code.
 template <DType kType>
 void portable_interleaved_range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin,
                                 int64_t n_end) {
@@ -121,7 +121,8 @@ void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int6
   if (!interleave_supported(dtype, rows, cols)) {
     throw InputError(std::string("interleave: a ") + dtype_name(dtype) + " matrix of " +
                      std::to_string(rows) + " x " + std::to_string(cols) +
-                     " cannot be interleaved (F32, BF16, Q8_0 or Q4_0, rows a multiple of 16)");
+                     " cannot be interleaved (F32, BF16, Q8_0 or Q4_0; rows a multiple of 16, "
+                     "columns of 32)");
   }
   const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(dtype, cols);
   const auto* in = static_cast<const std::byte*>(src);
