@@ -161,9 +161,10 @@ std::string describe(const Geometry& geo, KvDtype dtype, SimdIsa isa) {
          simd_isa_name(isa);
 }
 
-// Prefill from 0, a continuation chunk, and decode tokens far past any window.
+// Prefill from 0, a continuation chunk, and decode tokens far past any window (the last one
+// over three key segments).
 std::vector<SeqData> workload() {
-  return {{0, 37, {}, {}}, {21, 9, {}, {}}, {140, 1, {}, {}}, {77, 1, {}, {}}};
+  return {{0, 37, {}, {}}, {21, 9, {}, {}}, {140, 1, {}, {}}, {77, 1, {}, {}}, {300, 1, {}, {}}};
 }
 
 class AttentionGeometry : public ::testing::TestWithParam<Geometry> {};
@@ -229,10 +230,21 @@ TEST_P(AttentionGeometry, BitwiseInvariantToBatchChunkingAndThreads) {
         ASSERT_EQ(0, std::memcmp(out.data(), base.data(), out.size() * sizeof(float)))
             << where << " threads " << threads;
       }
-      // Each sequence alone, and its queries split into two calls at every point.
+      // Each sequence alone (a decode row's key segments then spread over the threads), and
+      // its queries split into two calls at every point.
       for (size_t si = 0; si < data.size(); ++si) {
         const SeqData& s = data[si];
         const float* expect = &base[static_cast<size_t>(seqs[si].q_row) * width];
+        for (size_t threads : {2, 3}) {
+          ThreadPool pool(threads);
+          AttentionSeq alone = seqs[si];
+          alone.q_row = 0;
+          std::vector<float> out(static_cast<size_t>(s.num_queries) * width, std::nanf(""));
+          paged_attention(s.q.data(), width, kv, shape, std::span(&alone, 1), out.data(), width,
+                          &pool, isa);
+          ASSERT_EQ(0, std::memcmp(out.data(), expect, out.size() * sizeof(float)))
+              << where << " seq " << si << " alone, threads " << threads;
+        }
         for (int32_t split = 0; split < s.num_queries; split += std::max(1, s.num_queries / 4)) {
           std::vector<float> out(static_cast<size_t>(s.num_queries) * width);
           AttentionSeq head = seqs[si], tail = seqs[si];
@@ -271,6 +283,35 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(g.head_dim) + "w" + std::to_string(g.window) + "b" +
              std::to_string(g.block_size);
     });
+
+// A query whose explicit key range is empty gets zeros, with or without its keys split over
+// threads (its neighbour still gets its attention).
+TEST(Attention, EmptyKeyRangeGivesZeros) {
+  const Geometry geo{4, 1, 32, 0, 5};
+  std::mt19937 g(6);
+  std::vector<SeqData> data = {{0, 2, {}, {}}};
+  const Cache cache = build_cache(geo, KvDtype::kF32, data, g);
+  std::vector<AttentionSeq> seqs = make_seqs(data);
+  const std::vector<KeyRange> ranges = {{1, 1}, {0, 2}};
+  seqs[0].key_ranges = ranges;
+  const AttentionShape shape{geo.num_heads, geo.num_kv_heads, geo.head_dim, 0, 1.0f};
+  const PagedKv kv = cache.view(geo.block_size);
+  ASSERT_TRUE(attention_blocks_valid(kv, shape, seqs));
+  const size_t width = static_cast<size_t>(geo.num_heads) * geo.head_dim;
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> out(2 * width, std::nanf(""));
+    paged_attention(data[0].q.data(), width, kv, shape, seqs, out.data(), width, p);
+    for (size_t i = 0; i < width; ++i) ASSERT_EQ(out[i], 0.0f) << i;
+    for (int h = 0; h < geo.num_heads; ++h) {
+      const std::vector<double> ref = reference(geo, cache, data[0], shape, 1, h, ranges[1]);
+      for (int d = 0; d < geo.head_dim; ++d) {
+        ASSERT_NEAR(out[width + static_cast<size_t>(h) * geo.head_dim + d],
+                    ref[static_cast<size_t>(d)], 3e-5);
+      }
+    }
+  }
+}
 
 // Explicit per-query key ranges (bidirectional image spans) at every level.
 TEST(Attention, ExplicitKeyRangesAtEveryLevel) {

@@ -98,27 +98,81 @@ void attend_group_portable(const PagedKv& kv, const AttentionShape& shape,
       }
     }
   }
-  for (int g = 0; g < group; ++g) {
-    const float l = ws.sum[g];
-    const float* acc = &ws.acc[static_cast<size_t>(g) * hd];
-    float* o = task.out + static_cast<size_t>(g) * hd;
-    if (l > 0.0f) {
-      for (int d = 0; d < hd; ++d) o[d] = acc[d] / l;
-    } else {
-      std::fill(o, o + hd, 0.0f);
-    }
-  }
 }
 
 }  // namespace detail
 
 namespace {
 
-// One work item: every query head of one KV-head group for one query token.
+using detail::kAttentionKeySegment;
+using detail::SoftmaxState;
+
+// One work item: every query head of one KV-head group for one query token, over the key
+// segments [first_segment, end_segment) of its range (all of them unless the item is split).
 struct Item {
   int32_t seq;
   int32_t query;
   int32_t kv_head;
+  int32_t first_segment;
+  int32_t end_segment;
+};
+
+// Keys of segment `s` that `range` covers.
+KeyRange segment_keys(KeyRange range, int32_t s) {
+  return {std::max(range.begin, s * kAttentionKeySegment),
+          std::min(range.end, (s + 1) * kAttentionKeySegment)};
+}
+
+int32_t first_segment(KeyRange r) { return r.begin / kAttentionKeySegment; }
+int32_t end_segment(KeyRange r) {
+  return r.end > r.begin ? (r.end - 1) / kAttentionKeySegment + 1 : first_segment(r);
+}
+
+// to <- to then from: both states rescaled to their common maximum. Segments are never
+// empty, so both maxima are finite.
+void fold_state(const SoftmaxState& from, const SoftmaxState& to, int group, int hd) {
+  for (int g = 0; g < group; ++g) {
+    const float m = std::max(to.max[g], from.max[g]);
+    const float ct = std::exp(to.max[g] - m), cf = std::exp(from.max[g] - m);
+    float* t = to.acc + static_cast<size_t>(g) * hd;
+    const float* f = from.acc + static_cast<size_t>(g) * hd;
+    for (int d = 0; d < hd; ++d) t[d] = t[d] * ct + f[d] * cf;
+    to.sum[g] = to.sum[g] * ct + from.sum[g] * cf;
+    to.max[g] = m;
+  }
+}
+
+void copy_state(const SoftmaxState& from, const SoftmaxState& to, int group, int hd) {
+  std::copy(from.acc, from.acc + static_cast<size_t>(group) * hd, to.acc);
+  std::copy(from.max, from.max + group, to.max);
+  std::copy(from.sum, from.sum + group, to.sum);
+}
+
+// out = acc / sum per head (zero for a query that sees no key).
+void finish_state(const SoftmaxState& st, int group, int hd, float* out) {
+  for (int g = 0; g < group; ++g) {
+    const float l = st.sum[g];
+    const float* a = st.acc + static_cast<size_t>(g) * hd;
+    float* o = out + static_cast<size_t>(g) * hd;
+    if (l > 0.0f) {
+      for (int d = 0; d < hd; ++d) o[d] = a[d] / l;
+    } else {
+      std::fill(o, o + hd, 0.0f);
+    }
+  }
+}
+
+// Owns the floats of `count` group states.
+struct StateBuffer {
+  std::vector<float> data;
+  int group = 0, hd = 0;
+  StateBuffer(size_t count, int g, int h)
+      : data(count * static_cast<size_t>(g) * (h + 2)), group(g), hd(h) {}
+  SoftmaxState at(size_t i) {
+    float* base = data.data() + i * static_cast<size_t>(group) * (hd + 2);
+    return {base, base + static_cast<size_t>(group) * hd,
+            base + static_cast<size_t>(group) * hd + group};
+  }
 };
 
 detail::AttendGroupFn attend_fn(SimdIsa isa, int head_dim) {
@@ -175,55 +229,122 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
   const int group = shape.num_heads / shape.num_kv_heads;
   const int hd = shape.head_dim;
   const detail::AttendGroupFn attend = attend_fn(isa, hd);
+  const size_t parts = pool == nullptr ? 1 : pool->size();
   // Items ordered sequence -> KV head -> query, so neighbouring items reuse cached keys.
   std::vector<Item> items;
-  std::vector<int64_t> cost_prefix{0};
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
       for (int32_t i = 0; i < seqs[s].num_queries; ++i) {
-        items.push_back({static_cast<int32_t>(s), i, h});
         const KeyRange r = attention_key_range(seqs[s], shape, i);
-        cost_prefix.push_back(cost_prefix.back() + 1 + (r.end - r.begin));
+        items.push_back({static_cast<int32_t>(s), i, h, first_segment(r), end_segment(r)});
       }
     }
   }
   if (items.empty()) return;
+  // Too few items to share out evenly (decode of few sequences with few KV heads): one piece
+  // per key segment, whose states are folded once all are done.
+  const size_t whole_items = items.size();
+  const bool split = parts > 1 && whole_items < 4 * parts;
+  if (split) {
+    std::vector<Item> pieces;
+    for (const Item& item : items) {
+      if (item.first_segment == item.end_segment) {
+        float* o =
+            out +
+            static_cast<size_t>(seqs[static_cast<size_t>(item.seq)].q_row + item.query) * ldo +
+            static_cast<size_t>(item.kv_head) * group * hd;
+        std::fill(o, o + static_cast<size_t>(group) * hd, 0.0f);
+      }
+      for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
+        pieces.push_back({item.seq, item.query, item.kv_head, s, s + 1});
+      }
+    }
+    items.swap(pieces);
+  }
+  StateBuffer piece_states(split ? items.size() : 0, group, hd);
+
+  auto item_row = [&](const Item& item) {
+    const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
+    return static_cast<size_t>(seq.q_row + item.query);
+  };
   auto run_range = [&](size_t begin, size_t end) {
     detail::AttentionScratch ws;
     ws.prepare(group, hd);
+    std::vector<float> total_acc(static_cast<size_t>(group) * hd), total_max(group),
+        total_sum(group);
+    const SoftmaxState total{total_acc.data(), total_max.data(), total_sum.data()};
     for (size_t i = begin; i < end; ++i) {
       const Item& item = items[i];
       const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
-      const size_t row = static_cast<size_t>(seq.q_row + item.query);
       const size_t first_head = static_cast<size_t>(item.kv_head) * group;
+      const KeyRange range = attention_key_range(seq, shape, item.query);
       detail::AttentionGroupTask task;
-      task.q = q + row * ldq + first_head * hd;
-      task.out = out + row * ldo + first_head * hd;
-      task.range = attention_key_range(seq, shape, item.query);
+      task.q = q + item_row(item) * ldq + first_head * hd;
       task.block_table = seq.block_table;
       task.kv_head = item.kv_head;
       task.group = group;
-      attend(kv, shape, task, ws);
+      for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
+        task.range = segment_keys(range, s);
+        attend(kv, shape, task, ws);
+        if (s == item.first_segment) {
+          if (item.end_segment - item.first_segment > 1) copy_state(ws.state(), total, group, hd);
+        } else {
+          fold_state(ws.state(), total, group, hd);
+        }
+      }
+      if (split) {
+        copy_state(ws.state(), piece_states.at(i), group, hd);
+        continue;
+      }
+      float* o = out + item_row(item) * ldo + first_head * hd;
+      if (item.end_segment == item.first_segment) {
+        std::fill(o, o + static_cast<size_t>(group) * hd, 0.0f);
+      } else {
+        finish_state(item.end_segment - item.first_segment > 1 ? total : ws.state(), group, hd, o);
+      }
     }
   };
-  const size_t parts = pool == nullptr ? 1 : pool->size();
   if (parts == 1 || items.size() == 1) {
     run_range(0, items.size());
-    return;
+  } else {
+    // Split by key count, not item count: causal rows differ widely in cost.
+    std::vector<int64_t> cost_prefix{0};
+    for (const Item& item : items) {
+      const KeyRange r =
+          attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query);
+      int64_t keys = 0;
+      for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
+        const KeyRange k = segment_keys(r, s);
+        keys += k.end - k.begin;
+      }
+      cost_prefix.push_back(cost_prefix.back() + 1 + keys);
+    }
+    std::vector<size_t> bounds(parts + 1, items.size());
+    bounds[0] = 0;
+    const int64_t total = cost_prefix.back();
+    for (size_t p = 1; p < parts; ++p) {
+      const int64_t target = total * static_cast<int64_t>(p) / static_cast<int64_t>(parts);
+      bounds[p] = static_cast<size_t>(
+          std::lower_bound(cost_prefix.begin(), cost_prefix.end(), target) - cost_prefix.begin());
+      bounds[p] = std::clamp(bounds[p], bounds[p - 1], items.size());
+    }
+    pool->parallel_for(parts, [&](size_t b, size_t e) {
+      for (size_t p = b; p < e; ++p) run_range(bounds[p], bounds[p + 1]);
+    });
   }
-  // Split by key count, not item count: causal rows differ widely in cost.
-  std::vector<size_t> bounds(parts + 1, items.size());
-  bounds[0] = 0;
-  const int64_t total = cost_prefix.back();
-  for (size_t p = 1; p < parts; ++p) {
-    const int64_t target = total * static_cast<int64_t>(p) / static_cast<int64_t>(parts);
-    bounds[p] = static_cast<size_t>(
-        std::lower_bound(cost_prefix.begin(), cost_prefix.end(), target) - cost_prefix.begin());
-    bounds[p] = std::clamp(bounds[p], bounds[p - 1], items.size());
+  if (!split) return;
+  // Pieces of one item are consecutive, in segment order: the same fold as a whole item.
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i + 1;
+    while (j < items.size() && items[j].seq == items[i].seq && items[j].query == items[i].query &&
+           items[j].kv_head == items[i].kv_head) {
+      fold_state(piece_states.at(j), piece_states.at(i), group, hd);
+      ++j;
+    }
+    const size_t first_head = static_cast<size_t>(items[i].kv_head) * group;
+    finish_state(piece_states.at(i), group, hd, out + item_row(items[i]) * ldo + first_head * hd);
+    i = j;
   }
-  pool->parallel_for(parts, [&](size_t b, size_t e) {
-    for (size_t p = b; p < e; ++p) run_range(bounds[p], bounds[p + 1]);
-  });
 }
 
 }  // namespace gemmaserve::cpu

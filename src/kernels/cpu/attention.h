@@ -60,8 +60,10 @@ bool attention_blocks_valid(const PagedKv& kv, const AttentionShape& shape,
 // Callers check attention_blocks_valid first (workers cannot report errors).
 // Work items are (sequence, KV head, query): the query heads sharing a KV head are computed
 // together so each K/V row is loaded once per group, keys in ascending position, 32 per
-// softmax rescale. Items are split statically by key count over the pool. Uses the widest
-// supported SIMD level; head dims that are not a multiple of 16 take the portable path.
+// softmax rescale, in segments of 128 positions folded in order. Items are split statically
+// by key count over the pool; when there are too few to share out (decode of one sequence with
+// one KV head), their segments are. Uses the widest supported SIMD level; head dims that are
+// not a multiple of 16 take the portable path.
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
                      std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool);
 // The same at a given SIMD level (which must be supported), for tests and benchmarks.

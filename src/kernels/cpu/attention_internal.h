@@ -10,22 +10,33 @@
 namespace gemmaserve::cpu::detail {
 
 constexpr int kAttentionKeyChunk = 32;  // keys scored before one softmax rescale
+// Keys are summed in segments that start at multiples of this position, each with its own
+// online softmax, then folded in order: a fixed split that prefill and decode share, so a
+// long decode row can be spread over threads without changing its bits.
+constexpr int32_t kAttentionKeySegment = 128;
 
-// The query heads of one KV-head group for one query token.
+// The query heads of one KV-head group for one query token, over one key segment.
 struct AttentionGroupTask {
   const float* q = nullptr;  // `group` heads of head_dim floats, consecutive
-  float* out = nullptr;      // same layout
   KeyRange range;
   std::span<const int32_t> block_table;
   int kv_head = 0;
   int group = 0;
 };
 
+// Online-softmax state of a group's heads over some keys: unnormalised sums of value rows, the
+// running maximum score and the sum of exp(score - max).
+struct SoftmaxState {
+  float* acc = nullptr;  // [group, head_dim]
+  float* max = nullptr;  // [group]
+  float* sum = nullptr;  // [group]
+};
+
 // Per-thread buffers, sized by prepare().
 struct AttentionScratch {
   std::vector<float> scores;   // [group, kAttentionKeyChunk]
   std::vector<float> weights;  // scores times per-row V scale (fp8)
-  std::vector<float> acc;      // [group, head_dim]
+  std::vector<float> acc;      // [group, head_dim]: the segment the kernel is summing
   std::vector<float> max, sum;
   std::vector<float> rows;  // decoded K or V rows, portable path: [kAttentionKeyChunk, head_dim]
   void prepare(int group, int head_dim) {
@@ -36,8 +47,10 @@ struct AttentionScratch {
     sum.resize(static_cast<size_t>(group));
     rows.resize(static_cast<size_t>(kAttentionKeyChunk) * head_dim);
   }
+  SoftmaxState state() { return {acc.data(), max.data(), sum.data()}; }
 };
 
+// Each kernel leaves the state of task.range (non-empty, inside one segment) in ws.state().
 using AttendGroupFn = void (*)(const PagedKv&, const AttentionShape&, const AttentionGroupTask&,
                                AttentionScratch&);
 

@@ -266,17 +266,6 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
                              q8_values, acc + static_cast<size_t>(g0) * hd);
     }
   }
-  for (int g = 0; g < group; ++g) {
-    const float l = ws.sum[g];
-    const float* a = acc + static_cast<size_t>(g) * hd;
-    float* o = task.out + static_cast<size_t>(g) * hd;
-    if (l > 0.0f) {
-      const F lv = V::set1(l);
-      for (int d = 0; d < hd; d += V::kWidth) V::store(o + d, V::div(V::load(a + d), lv));
-    } else {
-      std::fill(o, o + hd, 0.0f);
-    }
-  }
 }
 
 template <class V>
