@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <set>
 
@@ -531,6 +532,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   out->clear();
   const size_t vocab = static_cast<size_t>(model_->vocab_size());
   size_t row = 0;
+  std::vector<size_t> rows;  // logits row of each entry of *out
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const StepPlan::Item& item = plan.items[i];
     if (item.logits == LogitsWanted::kNone) continue;
@@ -556,15 +558,40 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
       ++row;
     }
     if (!item.samples) continue;
-    const std::span<const float> logits = row_span(last_row);
     Sampled s;
     s.item = i;
-    s.token = seq.sampler->sample(logits, item.request->output.outputs[seq.index].token_ids);
-    if (r.params.logprobs) {
-      s.logprobs = RequestSampler::logprobs(logits, *r.params.logprobs, s.token);
-    }
-    s.update = seq.stop->append(s.token);
     out->push_back(std::move(s));
+    rows.push_back(last_row);
+  }
+  // Each sequence draws from its own generator, so sequences can be sampled on any thread; a
+  // full-vocabulary pass per sequence is the largest per-step cost outside the model.
+  std::vector<std::exception_ptr> errors(out->size());
+  const auto sample_range = [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+      Sampled& s = (*out)[k];
+      const StepPlan::Item& item = plan.items[s.item];
+      const Sequence& seq = *item.seq;
+      const EngineRequest& r = item.request->request;
+      const std::span<const float> logits(forward.logits.data() + rows[k] * vocab, vocab);
+      try {
+        s.token = seq.sampler->sample(logits, item.request->output.outputs[seq.index].token_ids);
+        if (r.params.logprobs) {
+          s.logprobs = RequestSampler::logprobs(logits, *r.params.logprobs, s.token);
+        }
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+  };
+  if (out->size() > 1 && pool_->size() > 1) {
+    pool_->parallel_for(out->size(), sample_range);
+  } else {
+    sample_range(0, out->size());
+  }
+  for (size_t k = 0; k < out->size(); ++k) {
+    if (errors[k]) std::rethrow_exception(errors[k]);
+    Sampled& s = (*out)[k];
+    s.update = plan.items[s.item].seq->stop->append(s.token);
   }
 }
 
