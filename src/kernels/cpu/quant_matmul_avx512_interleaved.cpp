@@ -2,10 +2,11 @@
 // vpdpbusd takes 4 elements of 16 weight rows (unsigned) and 4 broadcast activations (signed),
 // so a block of 16 rows costs 8 vpdpbusd and one convert + multiply + fma per X row. Tiles of
 // RG groups x RX activation rows reuse each weight load RX times and each broadcast RG times.
+#include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/quant.h"
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
 #if defined(__x86_64__)
@@ -27,10 +28,16 @@ GS_AVX512 inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0; kAhead > 0
-// prefetches the RG groups kAhead tiles further, an equal share of their lines per block.
-template <DType kType, int RG, int RX, int kAhead = 0>
-GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t g0) {
+// Lines [begin, end) to request while a tile runs, an equal share per block.
+struct Prefetch {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+};
+
+// One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0.
+template <DType kType, int RG, int RX>
+GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t g0,
+                    Prefetch prefetch) {
   constexpr size_t kValues = kType == DType::kQ8_0 ? 512 : 256;
   const int64_t nb = a.blocks();
   const size_t group_bytes = static_cast<size_t>(nb) * (kScaleBytes + kValues);
@@ -46,13 +53,10 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
   for (int g = 0; g < RG; ++g)
     for (int x = 0; x < RX; ++x) acc[g][x] = _mm512_setzero_ps();
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const char* pf = reinterpret_cast<const char*>(scales[0]) + kAhead * RG * group_bytes;
-  const char* pf_end = pf + RG * group_bytes;
-  const int pf_lines = static_cast<int>((RG * group_bytes / 64 + nb) / nb);
+  const char* pf = prefetch.begin;
+  const int pf_lines = static_cast<int>(((prefetch.end - prefetch.begin) / 64 + nb) / nb);
   for (int64_t b = 0; b < nb; ++b) {
-    if constexpr (kAhead > 0) {
-      for (int i = 0; i < pf_lines && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
-    }
+    for (int i = 0; i < pf_lines && pf < prefetch.end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
     __m512i p[RG][RX];
     for (int x = 0; x < RX; ++x) {
       const __m512i start = _mm512_set1_epi32(a.corr[(t0 + x) * nb + b]);
@@ -107,27 +111,36 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
   }
 }
 
-// Groups [g_begin, g_end) for every X row: RG groups at a time, X rows in tiles of RX. The
-// first X tile of each RG groups prefetches the next RG groups (the others find W in cache).
+// Groups [g_begin, g_end) for every X row: RG groups at a time, X rows in tiles of RX. While
+// one RG groups are multiplied, the next RG groups' lines are requested, spread over all of
+// the X tiles, so memory streams W while every tile computes (requesting them all in the first
+// tile left memory idle during the others: batched decode paid stream + compute in turn).
 template <DType kType, int RG, int RX>
 GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end) {
+  const size_t group_bytes =
+      static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
+  const int64_t tiles = args.t / RX + args.t % RX;
+  const size_t lines = RG * group_bytes / 64;
+  const size_t share = (lines + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles);
+  const auto* w = static_cast<const char*>(args.w);
   int64_t g = g_begin;
   for (; g + RG <= g_end; g += RG) {
+    const char* next = w + static_cast<size_t>(g + RG) * group_bytes;
+    const char* next_end = next + lines * 64;
+    size_t i = 0;
+    auto part = [&]() {
+      const char* begin = std::min(next + 64 * share * i, next_end);
+      ++i;
+      return Prefetch{begin, std::min(begin + 64 * share, next_end)};
+    };
     int64_t t = 0;
-    if (args.t >= RX) {
-      tile<kType, RG, RX, 1>(args, a, 0, g);
-      t = RX;
-    } else {
-      tile<kType, RG, 1, 1>(args, a, 0, g);
-      t = 1;
-    }
-    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX>(args, a, t, g);
-    for (; t < args.t; ++t) tile<kType, RG, 1>(args, a, t, g);
+    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX>(args, a, t, g, part());
+    for (; t < args.t; ++t) tile<kType, RG, 1>(args, a, t, g, part());
   }
   for (; g < g_end; ++g) {
     int64_t t = 0;
-    for (; t + RX <= args.t; t += RX) tile<kType, 1, RX>(args, a, t, g);
-    for (; t < args.t; ++t) tile<kType, 1, 1>(args, a, t, g);
+    for (; t + RX <= args.t; t += RX) tile<kType, 1, RX>(args, a, t, g, {});
+    for (; t < args.t; ++t) tile<kType, 1, 1>(args, a, t, g, {});
   }
 }
 
@@ -138,7 +151,7 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   // 0-8 groups ahead, bench quant-kernel --copies 64; with no prefetch it is the slowest).
   // Several rows: 3 groups x 4 rows, 12 vpdpbusd chains (3-5 % faster than 2 x 4, 2 x 5 and
   // 2 x 6; 4 x 3 and 1 x 8 slower: bench quant-kernel --t 512); T = 8 streams 1.1-1.7x faster
-  // with the prefetch.
+  // with the prefetch, and 1.1x more with it spread over both X tiles (1 x 8 is no faster).
   if (args.t == 1) {
     groups<kType, 1, 1>(args, a, g_begin, g_end);
   } else {
