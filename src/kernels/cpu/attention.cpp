@@ -283,6 +283,8 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
       task.block_table = seq.block_table;
       task.kv_head = item.kv_head;
       task.group = group;
+      // A split item's next segment is another piece's: nothing to request for it here.
+      task.prefetch_end = split ? 0 : range.end;
       for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
         task.range = segment_keys(range, s);
         attend(kv, shape, task, ws);

@@ -19,6 +19,7 @@ constexpr int32_t kAttentionKeySegment = 128;
 struct AttentionGroupTask {
   const float* q = nullptr;  // `group` heads of head_dim floats, consecutive
   KeyRange range;
+  int32_t prefetch_end = 0;  // keys [range.end, prefetch_end) are read next: worth requesting
   std::span<const int32_t> block_table;
   int kv_head = 0;
   int group = 0;

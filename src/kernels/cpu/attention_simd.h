@@ -58,20 +58,39 @@ inline float row_scale(const uint8_t* row, int head_dim) {
 template <int G>
 constexpr int kChains = G <= 2 ? 4 : (G <= 4 ? 2 : 1);
 
-// scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q.
+// Cache rows to request while a loop over head-dimension steps runs: step i of row j asks for
+// the bytes at rows[j] + i * stride, so a whole row arrives spread over the loop (a burst of
+// hundreds of requests stalls the core instead: decode attention streams its K/V from memory).
+struct RowPrefetch {
+  const uint8_t* const* rows = nullptr;
+  int n = 0;  // rows[0, n) are requested
+  int64_t row_bytes = 0;
+  // Bytes per step of a loop over hd in pieces of `piece` floats, then of `width`.
+  int64_t stride(int hd, int piece, int width) const {
+    const int steps = hd / piece + (hd % piece) / width;
+    return (row_bytes + steps - 1) / steps;
+  }
+  void at(int j, int step, int64_t stride) const {
+    if (j < n) __builtin_prefetch(rows[j] + step * stride, 0, 3);
+  }
+};
+
+// scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q; requests `pf`.
 template <class V, KvDtype D, int G>
 void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, float scale,
-                int q8_values, float* scores) {
+                int q8_values, float* scores, const RowPrefetch& pf) {
   using F = typename V::F;
   constexpr int S = kChains<G>;
   constexpr int W = V::kWidth;
+  const int64_t stride = pf.stride(hd, S * W, W);
   for (int j = 0; j < n; ++j) {
     F acc[S][G];
     for (int c = 0; c < S; ++c) {
       for (int g = 0; g < G; ++g) acc[c][g] = V::zero();
     }
-    int d = 0;
-    for (; d + S * W <= hd; d += S * W) {
+    int d = 0, step = 0;
+    for (; d + S * W <= hd; d += S * W, ++step) {
+      pf.at(j, step, stride);
       for (int c = 0; c < S; ++c) {
         const F k = load_kv<V, D>(krows[j], d + c * W, q8_values);
         for (int g = 0; g < G; ++g) {
@@ -79,7 +98,8 @@ void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, floa
         }
       }
     }
-    for (; d < hd; d += W) {
+    for (; d < hd; d += W, ++step) {
+      pf.at(j, step, stride);
       const F k = load_kv<V, D>(krows[j], d, q8_values);
       for (int g = 0; g < G; ++g) acc[0][g] = V::fmadd(V::load(q + g * hd + d), k, acc[0][g]);
     }
@@ -93,85 +113,93 @@ void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, floa
 }
 
 // acc_g += sum_j weights[g * kChunk + j] * v_j for G heads; every element sums the keys in
-// order (the chains split the head dimension, not the keys).
-template <class V, KvDtype D, int G>
-void accumulate_values(const float* weights, const uint8_t* const* vrows, int n, int hd,
-                       int q8_values, float* acc) {
+// order. Keys go in blocks of kValueRows, each swept along the head dimension, so V streams
+// as a few sequential runs (a sweep over all 32 rows per step reads memory in 512-byte
+// strides and left decode at a fraction of the bandwidth). Requests `pf`.
+constexpr int kValueRows = 4;
+
+template <class V, KvDtype D, int G, int R>
+inline void accumulate_rows(const float* weights, const uint8_t* const* vrows, int j0, int hd,
+                            int q8_values, float* acc, const RowPrefetch& pf, int64_t stride) {
   using F = typename V::F;
-  constexpr int S = kChains<G>;
   constexpr int W = V::kWidth;
-  int d = 0;
-  for (; d + S * W <= hd; d += S * W) {
-    F a[S][G];
-    for (int c = 0; c < S; ++c) {
-      for (int g = 0; g < G; ++g) a[c][g] = V::load(acc + g * hd + d + c * W);
-    }
-    for (int j = 0; j < n; ++j) {
-      for (int c = 0; c < S; ++c) {
-        const F v = load_kv<V, D>(vrows[j], d + c * W, q8_values);
-        for (int g = 0; g < G; ++g) {
-          a[c][g] = V::fmadd(V::set1(weights[g * kChunk + j]), v, a[c][g]);
-        }
-      }
-    }
-    for (int c = 0; c < S; ++c) {
-      for (int g = 0; g < G; ++g) V::store(acc + g * hd + d + c * W, a[c][g]);
-    }
+  F w[R][G];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < G; ++g) w[r][g] = V::set1(weights[g * kChunk + j0 + r]);
   }
-  for (; d < hd; d += W) {
+  for (int d = 0, step = 0; d < hd; d += W, ++step) {
+    for (int r = 0; r < R; ++r) pf.at(j0 + r, step, stride);
     F a[G];
     for (int g = 0; g < G; ++g) a[g] = V::load(acc + g * hd + d);
-    for (int j = 0; j < n; ++j) {
-      const F v = load_kv<V, D>(vrows[j], d, q8_values);
-      for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(weights[g * kChunk + j]), v, a[g]);
+    for (int r = 0; r < R; ++r) {
+      const F v = load_kv<V, D>(vrows[j0 + r], d, q8_values);
+      for (int g = 0; g < G; ++g) a[g] = V::fmadd(w[r][g], v, a[g]);
     }
     for (int g = 0; g < G; ++g) V::store(acc + g * hd + d, a[g]);
   }
 }
 
+template <class V, KvDtype D, int G>
+void accumulate_values(const float* weights, const uint8_t* const* vrows, int n, int hd,
+                       int q8_values, float* acc, const RowPrefetch& pf) {
+  constexpr int W = V::kWidth;
+  const int64_t stride = pf.stride(hd, W, W);
+  int j = 0;
+  for (; j + kValueRows <= n; j += kValueRows) {
+    accumulate_rows<V, D, G, kValueRows>(weights, vrows, j, hd, q8_values, acc, pf, stride);
+  }
+  for (; j < n; ++j) {
+    accumulate_rows<V, D, G, 1>(weights, vrows, j, hd, q8_values, acc, pf, stride);
+  }
+  // Rows [n, pf.n) of the next chunk (n is short only in a range's last chunk).
+  for (int k = n; k < pf.n; ++k) {
+    for (int step = 0; step < hd / W; ++step) pf.at(k, step, stride);
+  }
+}
+
 template <class V, KvDtype D>
 void score_block(int heads, const float* q, int hd, const uint8_t* const* krows, int n, float scale,
-                 int q8_values, float* scores) {
+                 int q8_values, float* scores, const RowPrefetch& pf) {
   switch (heads) {
     case 1:
-      return score_keys<V, D, 1>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 1>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 2:
-      return score_keys<V, D, 2>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 2>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 3:
-      return score_keys<V, D, 3>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 3>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 4:
-      return score_keys<V, D, 4>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 4>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 5:
-      return score_keys<V, D, 5>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 5>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 6:
-      return score_keys<V, D, 6>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 6>(q, hd, krows, n, scale, q8_values, scores, pf);
     case 7:
-      return score_keys<V, D, 7>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 7>(q, hd, krows, n, scale, q8_values, scores, pf);
     default:
-      return score_keys<V, D, 8>(q, hd, krows, n, scale, q8_values, scores);
+      return score_keys<V, D, 8>(q, hd, krows, n, scale, q8_values, scores, pf);
   }
 }
 
 template <class V, KvDtype D>
 void accumulate_block(int heads, const float* weights, const uint8_t* const* vrows, int n, int hd,
-                      int q8_values, float* acc) {
+                      int q8_values, float* acc, const RowPrefetch& pf) {
   switch (heads) {
     case 1:
-      return accumulate_values<V, D, 1>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 1>(weights, vrows, n, hd, q8_values, acc, pf);
     case 2:
-      return accumulate_values<V, D, 2>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 2>(weights, vrows, n, hd, q8_values, acc, pf);
     case 3:
-      return accumulate_values<V, D, 3>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 3>(weights, vrows, n, hd, q8_values, acc, pf);
     case 4:
-      return accumulate_values<V, D, 4>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 4>(weights, vrows, n, hd, q8_values, acc, pf);
     case 5:
-      return accumulate_values<V, D, 5>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 5>(weights, vrows, n, hd, q8_values, acc, pf);
     case 6:
-      return accumulate_values<V, D, 6>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 6>(weights, vrows, n, hd, q8_values, acc, pf);
     case 7:
-      return accumulate_values<V, D, 7>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 7>(weights, vrows, n, hd, q8_values, acc, pf);
     default:
-      return accumulate_values<V, D, 8>(weights, vrows, n, hd, q8_values, acc);
+      return accumulate_values<V, D, 8>(weights, vrows, n, hd, q8_values, acc, pf);
   }
 }
 
@@ -180,20 +208,16 @@ inline void chunk_rows(const PagedKv& kv, const detail::AttentionGroupTask& task
                        int64_t head_offset, const uint8_t** krows, const uint8_t** vrows) {
   const auto* kbase = static_cast<const uint8_t*>(kv.k);
   const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  size_t logical = static_cast<size_t>(c0 / kv.block_size);
+  int offset = c0 % kv.block_size;
   for (int j = 0; j < n; ++j) {
-    const int32_t pos = c0 + j;
-    const int64_t block = task.block_table[static_cast<size_t>(pos / kv.block_size)];
-    const int64_t slot = block * kv.block_size + pos % kv.block_size;
+    const int64_t slot = int64_t{task.block_table[logical]} * kv.block_size + offset;
     krows[j] = kbase + slot * kv.slot_bytes + head_offset;
     vrows[j] = vbase + slot * kv.slot_bytes + head_offset;
-  }
-}
-
-// Requests rows' cache lines ahead of use: paged, head-strided rows defeat the hardware
-// prefetcher, and decode attention is bound by how fast the cache streams in.
-inline void prefetch_rows(const uint8_t* const* rows, int n, int64_t row_bytes) {
-  for (int j = 0; j < n; ++j) {
-    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(rows[j] + b, 0, 3);
+    if (++offset == kv.block_size) {
+      offset = 0;
+      ++logical;
+    }
   }
 }
 
@@ -219,21 +243,22 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
                rows[0][0], rows[0][1]);
   }
 
+  // Requests spread over the loops, a chunk ahead: the next chunk's K while this one's keys
+  // are scored, its V while this one's values are summed (past the range up to
+  // task.prefetch_end: the next segment's first keys).
   for (int32_t c0 = task.range.begin; c0 < task.range.end; c0 += kChunk, parity ^= 1) {
     const int n = std::min<int32_t>(kChunk, task.range.end - c0);
     const uint8_t* const* krows = rows[parity][0];
     const uint8_t* const* vrows = rows[parity][1];
-    // This chunk's V streams in while its keys are scored, the next chunk's K while V is summed.
-    prefetch_rows(vrows, n, row_bytes);
+    const int32_t next = std::min(c0 + kChunk, task.range.end);
+    const int32_t next_end = next < task.range.end ? task.range.end : task.prefetch_end;
+    const int next_n = std::clamp<int32_t>(next_end - next, 0, kChunk);
+    chunk_rows(kv, task, next, next_n, head_offset, rows[parity ^ 1][0], rows[parity ^ 1][1]);
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
+      const RowPrefetch pf =
+          g0 == 0 ? RowPrefetch{rows[parity ^ 1][0], next_n, row_bytes} : RowPrefetch{};
       score_block<V, D>(std::min(kHeadBlock, group - g0), task.q + static_cast<size_t>(g0) * hd, hd,
-                        krows, n, shape.scale, q8_values, &ws.scores[g0 * kChunk]);
-    }
-    const int32_t next = c0 + kChunk;
-    if (next < task.range.end) {
-      const int next_n = std::min<int32_t>(kChunk, task.range.end - next);
-      chunk_rows(kv, task, next, next_n, head_offset, rows[parity ^ 1][0], rows[parity ^ 1][1]);
-      prefetch_rows(rows[parity ^ 1][0], next_n, row_bytes);
+                        krows, n, shape.scale, q8_values, &ws.scores[g0 * kChunk], pf);
     }
     for (int g = 0; g < group; ++g) {
       float* s = &ws.scores[g * kChunk];
@@ -262,8 +287,10 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     }
     const float* weights = D == KvDtype::kFp8E4M3 ? ws.weights.data() : ws.scores.data();
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
+      const RowPrefetch pf =
+          g0 == 0 ? RowPrefetch{rows[parity ^ 1][1], next_n, row_bytes} : RowPrefetch{};
       accumulate_block<V, D>(std::min(kHeadBlock, group - g0), weights + g0 * kChunk, vrows, n, hd,
-                             q8_values, acc + static_cast<size_t>(g0) * hd);
+                             q8_values, acc + static_cast<size_t>(g0) * hd, pf);
     }
   }
 }
