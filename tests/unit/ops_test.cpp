@@ -161,6 +161,35 @@ TEST(Ops, SoftmaxMatchesReference) {
   }
 }
 
+TEST(Ops, ExpScaledMatchesReferenceAtEveryLevel) {
+  std::mt19937 g(8);
+  for (int64_t n : {1, 3, 16, 17, 1000}) {
+    std::vector<float> x = random_values(static_cast<size_t>(n), -60.0f, 10.0f, g);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
+    for (SimdIsa isa : supported_simd_isas()) {
+      std::vector<float> y(static_cast<size_t>(n), std::nanf(""));
+      elementwise_kernels(isa).exp_scaled(x.data(), y.data(), n, 10.0f, 1.25f);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isinf(x[i])) {
+          EXPECT_EQ(y[i], 0.0f) << simd_isa_name(isa);
+          continue;
+        }
+        const double arg = (static_cast<double>(x[i]) - 10.0) * 1.25;
+        const double want = std::exp(arg);
+        // The argument is rounded twice in float (difference, product): |arg| * 2^-23.
+        const double tol = want * (4e-7 + std::fabs(arg) * 1.2e-7) + 1.2e-38;
+        EXPECT_NEAR(y[i], want, tol) << simd_isa_name(isa) << " x " << x[i];
+      }
+      if (n > 5) {
+        std::vector<float> part(static_cast<size_t>(n - 4));
+        elementwise_kernels(isa).exp_scaled(&x[3], part.data(), n - 4, 10.0f, 1.25f);
+        EXPECT_EQ(0, std::memcmp(part.data(), &y[3], part.size() * sizeof(float)))
+            << simd_isa_name(isa);
+      }
+    }
+  }
+}
+
 // The free functions use the widest level.
 TEST(Ops, FreeFunctionsDispatchToTheBestLevel) {
   std::mt19937 g(6);

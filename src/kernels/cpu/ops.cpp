@@ -58,9 +58,13 @@ void softmax_portable(float* x, int64_t n) {
   for (i = 0; i < n; ++i) x[i] *= inv;
 }
 
-constexpr ElementwiseKernels kPortableKernels{rms_norm_portable, apply_rope_portable,
+void exp_scaled_portable(const float* x, float* out, int64_t n, float shift, float scale) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
+constexpr ElementwiseKernels kPortableKernels{rms_norm_portable,      apply_rope_portable,
                                               gelu_tanh_mul_portable, soft_cap_portable,
-                                              softmax_portable};
+                                              softmax_portable,       exp_scaled_portable};
 
 const ElementwiseKernels& best_kernels() { return elementwise_kernels(best_simd_isa()); }
 
@@ -124,5 +128,9 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
 void soft_cap(float* x, int64_t n, float cap) { best_kernels().soft_cap(x, n, cap); }
 
 void softmax(float* x, int64_t n) { best_kernels().softmax(x, n); }
+
+void exp_scaled(const float* x, float* out, int64_t n, float shift, float scale) {
+  best_kernels().exp_scaled(x, out, n, shift, scale);
+}
 
 }  // namespace gemmaserve::cpu

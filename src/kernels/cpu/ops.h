@@ -53,6 +53,10 @@ void soft_cap(float* x, int64_t n, float cap);
 // In-place softmax over n values (max-subtracted, multiplied by the reciprocal sum).
 void softmax(float* x, int64_t n);
 
+// out[i] = exp((x[i] - shift) * scale), 0 for x[i] = -inf; the SIMD levels flush results
+// below FLT_MIN to 0. The sampler's relative token weights.
+void exp_scaled(const float* x, float* out, int64_t n, float shift, float scale);
+
 // One SIMD level's versions of the dispatched ops (same contracts as above). They differ from
 // the portable ones by the vector exp/tanh (~2 ulp), FMA contraction and summation order.
 struct ElementwiseKernels {
@@ -62,6 +66,7 @@ struct ElementwiseKernels {
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*soft_cap)(float* x, int64_t n, float cap);
   void (*softmax)(float* x, int64_t n);
+  void (*exp_scaled)(const float* x, float* out, int64_t n, float shift, float scale);
 };
 // `isa` must be supported (simd_isa_supported).
 const ElementwiseKernels& elementwise_kernels(SimdIsa isa);

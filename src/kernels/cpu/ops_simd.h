@@ -90,6 +90,21 @@ void soft_cap(float* x, int64_t n, float cap) {
 }
 
 template <class V>
+void exp_scaled(const float* x, float* out, int64_t n, float shift, float scale) {
+  const auto sh = V::set1(shift), sc = V::set1(scale);
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    V::store(out + i, vexp<V>(V::mul(V::sub(V::load(x + i), sh), sc)));
+  }
+  if (i < n) {
+    float t[V::kWidth] = {};
+    for (int64_t k = i; k < n; ++k) t[k - i] = x[k];
+    V::store(t, vexp<V>(V::mul(V::sub(V::load(t), sh), sc)));
+    for (int64_t k = i; k < n; ++k) out[k] = t[k - i];
+  }
+}
+
+template <class V>
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

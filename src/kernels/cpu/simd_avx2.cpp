@@ -37,9 +37,9 @@ void attend_group_avx2(const PagedKv& kv, const AttentionShape& shape,
 
 const ElementwiseKernels& avx2_elementwise_kernels() {
   static constexpr ElementwiseKernels kKernels{
-      simd::rms_norm<simd::VecAvx2>, simd::apply_rope<simd::VecAvx2>,
+      simd::rms_norm<simd::VecAvx2>,      simd::apply_rope<simd::VecAvx2>,
       simd::gelu_tanh_mul<simd::VecAvx2>, simd::soft_cap<simd::VecAvx2>,
-      simd::softmax<simd::VecAvx2>};
+      simd::softmax<simd::VecAvx2>,       simd::exp_scaled<simd::VecAvx2>};
   return kKernels;
 }
 

@@ -39,9 +39,9 @@ void attend_group_avx512(const PagedKv& kv, const AttentionShape& shape,
 
 const ElementwiseKernels& avx512_elementwise_kernels() {
   static constexpr ElementwiseKernels kKernels{
-      simd::rms_norm<simd::VecAvx512>, simd::apply_rope<simd::VecAvx512>,
+      simd::rms_norm<simd::VecAvx512>,      simd::apply_rope<simd::VecAvx512>,
       simd::gelu_tanh_mul<simd::VecAvx512>, simd::soft_cap<simd::VecAvx512>,
-      simd::softmax<simd::VecAvx512>};
+      simd::softmax<simd::VecAvx512>,       simd::exp_scaled<simd::VecAvx512>};
   return kKernels;
 }
 
