@@ -406,6 +406,8 @@ std::vector<Problem> interleave_problems() {
       out.push_back({d, 1, 80, k});  // 4-group decode tiles and a remainder group
       out.push_back({d, 5, 48, k});  // 2 x 4 tiles plus remainders both ways
       out.push_back({d, 12, 32, k});
+      out.push_back({d, 6, 48, k});  // remainder tiles of 2 and 3 rows
+      out.push_back({d, 7, 48, k});
     }
   }
   return out;
@@ -437,7 +439,7 @@ TEST(QuantInterleave, CloseToRowLayoutAndBatchInvariant) {
   ThreadPool pool2(2), pool3(3);
   uint32_t seed = 500;
   for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
-    const int64_t n = 64, k = 1024, t_max = 9;
+    const int64_t n = 64, k = 1024, t_max = 11;  // 2 x 4-row tiles and a 3-row one
     const auto rows = quantize_matrix(d, random_values(n * k, seed++), n, k);
     const auto w = interleaved(d, rows, n, k);
     const auto x = random_values(t_max * k, seed++);
