@@ -128,6 +128,12 @@ int32_t end_segment(KeyRange r) {
   return r.end > r.begin ? (r.end - 1) / kAttentionKeySegment + 1 : first_segment(r);
 }
 
+// Keys of `range` inside segments [first, end).
+int64_t keys_in_segments(KeyRange range, int32_t first, int32_t end) {
+  return std::max(0, std::min(range.end, end * kAttentionKeySegment) -
+                         std::max(range.begin, first * kAttentionKeySegment));
+}
+
 // to <- to then from: both states rescaled to their common maximum. Segments are never
 // empty, so both maxima are finite.
 void fold_state(const SoftmaxState& from, const SoftmaxState& to, int group, int hd) {
@@ -241,20 +247,20 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     }
   }
   if (items.empty()) return;
+  const size_t group_floats = static_cast<size_t>(group) * hd;
+  auto item_row = [&](const Item& item) {
+    return static_cast<size_t>(seqs[static_cast<size_t>(item.seq)].q_row + item.query);
+  };
+  auto item_out = [&](const Item& item) {
+    return out + item_row(item) * ldo + static_cast<size_t>(item.kv_head) * group_floats;
+  };
   // Too few items to share out evenly (decode of few sequences with few KV heads): one piece
   // per key segment, whose states are folded once all are done.
-  const size_t whole_items = items.size();
-  const bool split = parts > 1 && whole_items < 4 * parts;
+  const bool split = parts > 1 && items.size() < 4 * parts;
   if (split) {
     std::vector<Item> pieces;
     for (const Item& item : items) {
-      if (item.first_segment == item.end_segment) {
-        float* o =
-            out +
-            static_cast<size_t>(seqs[static_cast<size_t>(item.seq)].q_row + item.query) * ldo +
-            static_cast<size_t>(item.kv_head) * group * hd;
-        std::fill(o, o + static_cast<size_t>(group) * hd, 0.0f);
-      }
+      if (item.first_segment == item.end_segment) std::fill_n(item_out(item), group_floats, 0.0f);
       for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
         pieces.push_back({item.seq, item.query, item.kv_head, s, s + 1});
       }
@@ -263,16 +269,10 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
   }
   StateBuffer piece_states(split ? items.size() : 0, group, hd);
 
-  auto item_row = [&](const Item& item) {
-    const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
-    return static_cast<size_t>(seq.q_row + item.query);
-  };
   auto run_range = [&](size_t begin, size_t end) {
     detail::AttentionScratch ws;
     ws.prepare(group, hd);
-    std::vector<float> total_acc(static_cast<size_t>(group) * hd), total_max(group),
-        total_sum(group);
-    const SoftmaxState total{total_acc.data(), total_max.data(), total_sum.data()};
+    const SoftmaxState total = ws.total();
     for (size_t i = begin; i < end; ++i) {
       const Item& item = items[i];
       const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
@@ -298,11 +298,11 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
         copy_state(ws.state(), piece_states.at(i), group, hd);
         continue;
       }
-      float* o = out + item_row(item) * ldo + first_head * hd;
       if (item.end_segment == item.first_segment) {
-        std::fill(o, o + static_cast<size_t>(group) * hd, 0.0f);
+        std::fill_n(item_out(item), group_floats, 0.0f);
       } else {
-        finish_state(item.end_segment - item.first_segment > 1 ? total : ws.state(), group, hd, o);
+        finish_state(item.end_segment - item.first_segment > 1 ? total : ws.state(), group, hd,
+                     item_out(item));
       }
     }
   };
@@ -314,12 +314,8 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     for (const Item& item : items) {
       const KeyRange r =
           attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query);
-      int64_t keys = 0;
-      for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
-        const KeyRange k = segment_keys(r, s);
-        keys += k.end - k.begin;
-      }
-      cost_prefix.push_back(cost_prefix.back() + 1 + keys);
+      cost_prefix.push_back(cost_prefix.back() + 1 +
+                            keys_in_segments(r, item.first_segment, item.end_segment));
     }
     std::vector<size_t> bounds(parts + 1, items.size());
     bounds[0] = 0;
@@ -343,8 +339,7 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
       fold_state(piece_states.at(j), piece_states.at(i), group, hd);
       ++j;
     }
-    const size_t first_head = static_cast<size_t>(items[i].kv_head) * group;
-    finish_state(piece_states.at(i), group, hd, out + item_row(items[i]) * ldo + first_head * hd);
+    finish_state(piece_states.at(i), group, hd, item_out(items[i]));
     i = j;
   }
 }

@@ -40,6 +40,7 @@ struct AttentionScratch {
   std::vector<float> acc;      // [group, head_dim]: the segment the kernel is summing
   std::vector<float> max, sum;
   std::vector<float> rows;  // decoded K or V rows, portable path: [kAttentionKeyChunk, head_dim]
+  std::vector<float> total_acc, total_max, total_sum;  // an item's segments folded so far
   void prepare(int group, int head_dim) {
     scores.resize(static_cast<size_t>(group) * kAttentionKeyChunk);
     weights.resize(scores.size());
@@ -47,8 +48,12 @@ struct AttentionScratch {
     max.resize(static_cast<size_t>(group));
     sum.resize(static_cast<size_t>(group));
     rows.resize(static_cast<size_t>(kAttentionKeyChunk) * head_dim);
+    total_acc.resize(acc.size());
+    total_max.resize(max.size());
+    total_sum.resize(sum.size());
   }
   SoftmaxState state() { return {acc.data(), max.data(), sum.data()}; }
+  SoftmaxState total() { return {total_acc.data(), total_max.data(), total_sum.data()}; }
 };
 
 // Each kernel leaves the state of task.range (non-empty, inside one segment) in ws.state().

@@ -119,7 +119,7 @@ template <DType kType, int RG, int RX>
 GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end) {
   const size_t group_bytes =
       static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
-  const int64_t tiles = args.t / RX + (RX == 4 ? (args.t % RX != 0) : args.t % RX);
+  const int64_t tiles = args.t / RX + (args.t % RX != 0);
   const size_t lines = RG * group_bytes / 64;
   const size_t share = (lines + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles);
   const auto* w = static_cast<const char*>(args.w);
@@ -136,13 +136,10 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
     int64_t t = 0;
     for (; t + RX <= args.t; t += RX) tile<kType, RG, RX>(args, a, t, g, part());
     // The last rows in one narrower tile (MoE experts see T of any size), not one at a time.
-    if constexpr (RX == 4) {
-      if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, part());
-      if (args.t - t == 2) tile<kType, RG, 2>(args, a, t, g, part());
-      if (args.t - t == 1) tile<kType, RG, 1>(args, a, t, g, part());
-    } else {
-      for (; t < args.t; ++t) tile<kType, RG, 1>(args, a, t, g, part());
-    }
+    static_assert(RX <= 4);
+    if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, part());
+    if (args.t - t == 2) tile<kType, RG, 2>(args, a, t, g, part());
+    if (args.t - t == 1) tile<kType, RG, 1>(args, a, t, g, part());
   }
   for (; g < g_end; ++g) {
     int64_t t = 0;
