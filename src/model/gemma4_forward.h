@@ -42,6 +42,13 @@ struct SeqRows {
   int32_t first_pos = 0;  // position of the first row
 };
 
+// Up to kMoeItemRows rows routed to one expert: the unit of expert work one thread runs alone.
+struct MoeItem {
+  int32_t expert = 0;
+  int32_t first = 0;  // slot of the first row (slots of an expert are consecutive)
+  int32_t count = 0;
+};
+
 // Buffers reused across forward() calls (grown, never shrunk).
 struct Gemma4Workspace {
   std::vector<int32_t> tokens, positions;
@@ -50,12 +57,12 @@ struct Gemma4Workspace {
   std::vector<float> gate, up, mlp, ffn;              // feed-forward block
   std::vector<float> ple, ple_gate;                   // per-layer embeddings
   std::vector<std::vector<float>> cos, sin;           // per rope group: [rows, head_dim / 2]
-  // MoE routing and expert gathering.
-  std::vector<float> router_in, router_probs, expert_in, expert_gate_up, expert_act, expert_out,
-      expert_sum;
-  std::vector<int32_t> topk_index, expert_count, expert_offset, expert_tokens;
+  // MoE routing, the expert work items of a pass and each (row, choice) slot's expert output.
+  std::vector<float> router_in, router_probs, expert_out, expert_sum;
+  std::vector<int32_t> topk_index, expert_count, expert_offset, expert_tokens, slot_of;
   std::vector<float> topk_weight, expert_weights;
-  std::vector<uint8_t> expert_taken;
+  std::vector<MoeItem> moe_items;
+  std::vector<std::vector<float>> expert_scratch;  // per thread: gathered rows, gate|up, act
   std::vector<cpu::AttentionSeq> attn_seqs;
   std::vector<int64_t> keep;  // rows kept by a compaction
 };
@@ -105,8 +112,12 @@ class Gemma4Forward {
   void layer(int l, std::span<const SequenceInput> batch, KvCache& cache);
   void attention_block(int l, std::span<const SequenceInput> batch, KvCache& cache);
   void feed_forward_block(int l);
-  void moe_block(int l, int64_t rows);
   void per_layer_input_block(int l);
+  // gemma4_moe.cpp
+  void moe_block(int l, int64_t rows);
+  void moe_route(int l, int64_t rows);
+  void moe_pass(int l, int64_t row_begin, int64_t rows);
+  void moe_item(int l, const MoeItem& item, std::vector<float>& scratch, ThreadPool* pool);
 
   const ModelWeights& w_;
   const TextConfig& cfg_;

@@ -2,7 +2,6 @@
 // optional MoE beside it, per-layer-input injection and the layer scalar.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -167,107 +166,6 @@ void Gemma4Forward::feed_forward_block(int l) {
   cpu::rms_norm_rows(ws_.ffn.data(), H, lw.post_feedforward_layernorm.data(), ws_.ffn.data(), H, R,
                      H, eps);
   add_into(ws_.x.data(), ws_.ffn.data(), static_cast<size_t>(R * H));
-}
-
-void Gemma4Forward::moe_block(int l, int64_t R) {
-  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
-  const int64_t H = cfg_.hidden_size;
-  const int E = cfg_.num_experts;
-  const int K = cfg_.top_k_experts;
-  const int64_t Ie = cfg_.moe_intermediate_size;
-  const float eps = plan_.eps;
-
-  // Router on the un-normed residual: RMSNorm (no weight) * scale * H^-0.5 -> proj -> softmax.
-  const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
-  ws_.router_in.resize(static_cast<size_t>(R * H));
-  ws_.router_probs.resize(static_cast<size_t>(R * E));
-  cpu::rms_norm_rows(ws_.x.data(), H, nullptr, ws_.router_in.data(), H, R, H, eps);
-  const float* scale = lw.router_scale.data();
-  for (int64_t r = 0; r < R; ++r) {
-    float* z = &ws_.router_in[static_cast<size_t>(r * H)];
-    for (int64_t i = 0; i < H; ++i) z[i] = (z[i] * scale[i]) * root;
-  }
-  // f32 activations whatever the model's precision: expert choice is discrete (a flip costs far
-  // more than the rounding elsewhere) and the router is a tiny share of the work.
-  linear(lw.router_proj, 0, E, ws_.router_in.data(), H, R, ws_.router_probs.data(), E,
-         cpu::MatmulPrecision::kF32);
-
-  // Top-k of the probabilities (ties to the lower expert id), renormalised, per-expert scaled.
-  ws_.topk_index.resize(static_cast<size_t>(R * K));
-  ws_.topk_weight.resize(static_cast<size_t>(R * K));
-  ws_.expert_count.assign(static_cast<size_t>(E), 0);
-  for (int64_t r = 0; r < R; ++r) {
-    float* p = &ws_.router_probs[static_cast<size_t>(r * E)];
-    cpu::softmax(p, E);
-    int32_t* idx = &ws_.topk_index[static_cast<size_t>(r * K)];
-    float* wgt = &ws_.topk_weight[static_cast<size_t>(r * K)];
-    ws_.expert_taken.assign(static_cast<size_t>(E), 0);
-    for (int k = 0; k < K; ++k) {
-      int best = -1;
-      for (int e = 0; e < E; ++e) {
-        if (!ws_.expert_taken[e] && (best < 0 || p[e] > p[best])) best = e;
-      }
-      ws_.expert_taken[best] = 1;
-      idx[k] = best;
-      wgt[k] = p[best];
-    }
-    float sum = 0.0f;
-    for (int k = 0; k < K; ++k) sum += wgt[k];
-    for (int k = 0; k < K; ++k) {
-      wgt[k] = (wgt[k] / sum) * lw.router_per_expert_scale[static_cast<size_t>(idx[k])];
-      ++ws_.expert_count[static_cast<size_t>(idx[k])];
-    }
-  }
-
-  // Group (row, weight) pairs by expert, rows ascending within each expert.
-  ws_.expert_offset.assign(static_cast<size_t>(E) + 1, 0);
-  for (int e = 0; e < E; ++e) ws_.expert_offset[e + 1] = ws_.expert_offset[e] + ws_.expert_count[e];
-  ws_.expert_tokens.resize(static_cast<size_t>(R * K));
-  ws_.expert_weights.resize(static_cast<size_t>(R * K));
-  std::vector<int32_t>& fill = ws_.expert_count;  // reused as per-expert fill cursor
-  std::fill(fill.begin(), fill.end(), 0);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int k = 0; k < K; ++k) {
-      const int e = ws_.topk_index[static_cast<size_t>(r * K + k)];
-      const size_t slot = static_cast<size_t>(ws_.expert_offset[e] + fill[e]++);
-      ws_.expert_tokens[slot] = static_cast<int32_t>(r);
-      ws_.expert_weights[slot] = ws_.topk_weight[static_cast<size_t>(r * K + k)];
-    }
-  }
-
-  // Experts see RMSNorm(residual; pre_feedforward_layernorm_2); only chosen experts run.
-  ws_.normed.resize(static_cast<size_t>(R * H));
-  cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm_2.data(), ws_.normed.data(), H,
-                     R, H, eps);
-  ws_.expert_sum.assign(static_cast<size_t>(R * H), 0.0f);
-  ws_.expert_in.resize(static_cast<size_t>(R * H));
-  ws_.expert_gate_up.resize(static_cast<size_t>(R * 2 * Ie));
-  ws_.expert_act.resize(static_cast<size_t>(R * Ie));
-  ws_.expert_out.resize(static_cast<size_t>(R * H));
-  for (int e = 0; e < E; ++e) {  // ascending ids: each row sums its experts in id order
-    const int64_t begin = ws_.expert_offset[e];
-    const int64_t n = ws_.expert_offset[e + 1] - begin;
-    if (n == 0) continue;
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t r = static_cast<size_t>(ws_.expert_tokens[static_cast<size_t>(begin + j)]);
-      std::memcpy(&ws_.expert_in[static_cast<size_t>(j * H)], &ws_.normed[r * H],
-                  static_cast<size_t>(H) * sizeof(float));
-    }
-    linear(lw.experts_gate_up, e * 2 * Ie, 2 * Ie, ws_.expert_in.data(), H, n,
-           ws_.expert_gate_up.data(), 2 * Ie);
-    for (int64_t j = 0; j < n; ++j) {
-      const float* gu = &ws_.expert_gate_up[static_cast<size_t>(j * 2 * Ie)];
-      cpu::gelu_tanh_mul(gu, gu + Ie, &ws_.expert_act[static_cast<size_t>(j * Ie)], Ie);
-    }
-    linear(lw.experts_down, e * H, H, ws_.expert_act.data(), Ie, n, ws_.expert_out.data(), H);
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t r = static_cast<size_t>(ws_.expert_tokens[static_cast<size_t>(begin + j)]);
-      const float wgt = ws_.expert_weights[static_cast<size_t>(begin + j)];
-      const float* y = &ws_.expert_out[static_cast<size_t>(j * H)];
-      float* acc = &ws_.expert_sum[r * H];
-      for (int64_t i = 0; i < H; ++i) acc[i] += y[i] * wgt;
-    }
-  }
 }
 
 void Gemma4Forward::per_layer_input_block(int l) {
