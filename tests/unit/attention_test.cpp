@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <iostream>
@@ -402,10 +403,18 @@ TEST(AttentionBench, DISABLED_DecodeAndPrefill) {
       {"E2B global decode", {8, 1, 512, 0, 16}, 32768, 4, false},
       {"E2B sliding prefill", {8, 1, 256, 512, 16}, 2048, 1, true},
       {"31B global prefill", {32, 4, 512, 0, 16}, 1024, 1, true},
+      {"26B-A4B sliding prefill", {16, 8, 256, 1024, 16}, 512, 1, true},
   };
   ThreadPool pool(0);
   for (const Case& c : cases) {
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kQ8_0}) {
+      // GS_ATTN_BENCH=substring runs only the matching "case dtype isa" lines (for profiling).
+      const char* only = std::getenv("GS_ATTN_BENCH");
+      const std::string base = std::string(c.name) + " " + kv_dtype_name(dtype);
+      if (only != nullptr && base.find(only) == std::string::npos &&
+          std::string(only).find(base) == std::string::npos) {
+        continue;
+      }
       const Geometry& geo = c.geo;
       const size_t row_bytes = kv_row_bytes(dtype, geo.head_dim);
       const int64_t slot_bytes = static_cast<int64_t>(row_bytes) * geo.num_kv_heads;
@@ -450,8 +459,10 @@ TEST(AttentionBench, DISABLED_DecodeAndPrefill) {
       const size_t width = static_cast<size_t>(geo.num_heads) * geo.head_dim;
       std::vector<float> q(static_cast<size_t>(rows) * width, 0.01f), out(q.size());
       for (SimdIsa isa : supported_simd_isas()) {
+        const std::string label = base + " " + simd_isa_name(isa);
+        if (only != nullptr && label.find(only) == std::string::npos) continue;
         paged_attention(q.data(), width, kv, shape, seqs, out.data(), width, &pool, isa);
-        const int reps = c.prefill ? 1 : 5;
+        const int reps = c.prefill ? 3 : 5;
         const auto t0 = std::chrono::steady_clock::now();
         for (int r = 0; r < reps; ++r) {
           paged_attention(q.data(), width, kv, shape, seqs, out.data(), width, &pool, isa);
@@ -465,10 +476,12 @@ TEST(AttentionBench, DISABLED_DecodeAndPrefill) {
         }
         const double cpu_sec = (thread_cpu_seconds() - cpu_start) / reps;
         const double bytes = static_cast<double>(keys_read) * 2.0 * static_cast<double>(slot_bytes);
-        std::cout << "[ bench    ] " << c.name << " " << kv_dtype_name(dtype) << " "
-                  << simd_isa_name(isa) << ": " << pool.size() << " threads " << sec * 1e3
+        std::cout << "[ bench    ] " << label << ": " << pool.size() << " threads " << sec * 1e3
                   << " ms wall; 1 thread " << cpu_sec * 1e3 << " ms CPU";
         if (!c.prefill) std::cout << " = " << bytes / cpu_sec / 1e9 << " GB/s of K/V per core";
+        // Two FMAs (score, value) per key, head and head-dimension element.
+        const double flops = 4.0 * static_cast<double>(keys_read) * geo.num_heads * geo.head_dim;
+        if (c.prefill) std::cout << " = " << flops / cpu_sec / 1e9 << " GFLOP/s per core";
         std::cout << "\n";
       }
     }

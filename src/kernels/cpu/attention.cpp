@@ -60,8 +60,9 @@ void attend_group_portable(const PagedKv& kv, const AttentionShape& shape,
     }
     for (int g = 0; g < group; ++g) {
       float* s = &ws.scores[g * kChunk];
+      const int seen = task.keys_for_head(g, c0, n);  // later keys are masked (weight 0)
       float cmax = ws.max[g];
-      for (int j = 0; j < n; ++j) cmax = std::max(cmax, s[j]);
+      for (int j = 0; j < seen; ++j) cmax = std::max(cmax, s[j]);
       float* acc = &ws.acc[static_cast<size_t>(g) * hd];
       if (cmax > ws.max[g]) {
         // exp(-inf) = 0 on the first chunk, so the empty accumulators stay zero.
@@ -71,7 +72,7 @@ void attend_group_portable(const PagedKv& kv, const AttentionShape& shape,
         ws.max[g] = cmax;
       }
       for (int j = 0; j < n; ++j) {
-        s[j] = std::exp(s[j] - cmax);
+        s[j] = j < seen ? std::exp(s[j] - cmax) : 0.0f;
         ws.sum[g] += s[j];
       }
     }
@@ -107,14 +108,16 @@ namespace {
 using detail::kAttentionKeySegment;
 using detail::SoftmaxState;
 
-// One work item: every query head of one KV-head group for one query token, over the key
-// segments [first_segment, end_segment) of its range (all of them unless the item is split).
+// One work item: every query head of one KV-head group for `queries` consecutive query tokens
+// that share their first key, over the key segments [first_segment, end_segment) of their
+// ranges (all of them unless the item is split).
 struct Item {
   int32_t seq;
   int32_t query;
   int32_t kv_head;
   int32_t first_segment;
   int32_t end_segment;
+  int32_t queries = 1;
 };
 
 // Keys of segment `s` that `range` covers.
@@ -166,6 +169,12 @@ void finish_state(const SoftmaxState& st, int group, int hd, float* out) {
       std::fill(o, o + hd, 0.0f);
     }
   }
+}
+
+// The state of query i's heads inside a state of several queries' heads.
+SoftmaxState query_state(const SoftmaxState& st, int i, int group, int hd) {
+  const size_t heads = static_cast<size_t>(i) * group;
+  return {st.acc + heads * hd, st.max + heads, st.sum + heads};
 }
 
 // Owns the floats of `count` group states.
@@ -248,11 +257,11 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
   }
   if (items.empty()) return;
   const size_t group_floats = static_cast<size_t>(group) * hd;
-  auto item_row = [&](const Item& item) {
-    return static_cast<size_t>(seqs[static_cast<size_t>(item.seq)].q_row + item.query);
+  auto item_row = [&](const Item& item, int i = 0) {
+    return static_cast<size_t>(seqs[static_cast<size_t>(item.seq)].q_row + item.query + i);
   };
-  auto item_out = [&](const Item& item) {
-    return out + item_row(item) * ldo + static_cast<size_t>(item.kv_head) * group_floats;
+  auto item_out = [&](const Item& item, int i = 0) {
+    return out + item_row(item, i) * ldo + static_cast<size_t>(item.kv_head) * group_floats;
   };
   // Too few items to share out evenly (decode of few sequences with few KV heads): one piece
   // per key segment, whose states are folded once all are done.
@@ -267,42 +276,96 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     }
     items.swap(pieces);
   }
+  // Consecutive queries of one KV head with the same first key share an item while their heads
+  // fit (prefill): each K/V row is then read once for all of them. Each query keeps its own
+  // chunks (they start at the shared first key) and masks the keys past its end, so its bits
+  // are those of a query alone.
+  const int max_queries = std::max(1, detail::kAttentionItemHeads / group);
+  if (!split && max_queries > 1) {
+    auto first_key = [&](const Item& item, int i) {
+      return attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query + i).begin;
+    };
+    std::vector<Item> merged;
+    for (const Item& item : items) {
+      if (!merged.empty()) {
+        Item& last = merged.back();
+        if (last.seq == item.seq && last.kv_head == item.kv_head &&
+            last.query + last.queries == item.query && last.queries < max_queries &&
+            last.first_segment < last.end_segment && item.first_segment < item.end_segment &&
+            first_key(last, 0) == first_key(item, 0)) {
+          ++last.queries;
+          last.end_segment = std::max(last.end_segment, item.end_segment);
+          continue;
+        }
+      }
+      merged.push_back(item);
+    }
+    items.swap(merged);
+  }
   StateBuffer piece_states(split ? items.size() : 0, group, hd);
 
   auto run_range = [&](size_t begin, size_t end) {
     detail::AttentionScratch ws;
-    ws.prepare(group, hd);
+    ws.prepare(group * max_queries, hd);
     const SoftmaxState total = ws.total();
+    KeyRange ranges[detail::kAttentionItemHeads];
+    int32_t ends[detail::kAttentionItemHeads];
     for (size_t i = begin; i < end; ++i) {
       const Item& item = items[i];
       const AttentionSeq& seq = seqs[static_cast<size_t>(item.seq)];
       const size_t first_head = static_cast<size_t>(item.kv_head) * group;
-      const KeyRange range = attention_key_range(seq, shape, item.query);
+      const int nq = item.queries;
+      KeyRange range{0, 0};
+      for (int k = 0; k < nq; ++k) {
+        ranges[k] = attention_key_range(seq, shape, item.query + k);
+        ends[k] = ranges[k].end;
+        range = k == 0 ? ranges[0] : KeyRange{range.begin, std::max(range.end, ranges[k].end)};
+      }
       detail::AttentionGroupTask task;
       task.q = q + item_row(item) * ldq + first_head * hd;
+      if (nq > 1) {
+        for (int k = 0; k < nq; ++k) {
+          const float* src = q + item_row(item, k) * ldq + first_head * hd;
+          std::copy(src, src + group_floats, ws.queries.data() + k * group_floats);
+        }
+        task.q = ws.queries.data();
+        task.query_ends = ends;
+        task.heads_per_query = group;
+      }
       task.block_table = seq.block_table;
       task.kv_head = item.kv_head;
-      task.group = group;
+      task.group = group * nq;
       // A split item's next segment is another piece's: nothing to request for it here.
       task.prefetch_end = split ? 0 : range.end;
+      // Several segments, or several queries (the state is overwritten by segments a query
+      // does not reach): each query's segments are folded into `total`.
+      const bool folded = nq > 1 || item.end_segment - item.first_segment > 1;
       for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
         task.range = segment_keys(range, s);
         attend(kv, shape, task, ws);
-        if (s == item.first_segment) {
-          if (item.end_segment - item.first_segment > 1) copy_state(ws.state(), total, group, hd);
-        } else {
-          fold_state(ws.state(), total, group, hd);
+        if (!folded) continue;
+        for (int k = 0; k < nq; ++k) {
+          if (s >= end_segment(ranges[k])) continue;
+          const SoftmaxState part = query_state(ws.state(), k, group, hd);
+          const SoftmaxState sum = query_state(total, k, group, hd);
+          if (s == item.first_segment) {
+            copy_state(part, sum, group, hd);
+          } else {
+            fold_state(part, sum, group, hd);
+          }
         }
       }
       if (split) {
         copy_state(ws.state(), piece_states.at(i), group, hd);
         continue;
       }
-      if (item.end_segment == item.first_segment) {
-        std::fill_n(item_out(item), group_floats, 0.0f);
-      } else {
-        finish_state(item.end_segment - item.first_segment > 1 ? total : ws.state(), group, hd,
-                     item_out(item));
+      for (int k = 0; k < nq; ++k) {
+        if (item.end_segment == item.first_segment) {
+          std::fill_n(item_out(item, k), group_floats, 0.0f);
+        } else {
+          finish_state(query_state(folded ? total : ws.state(), k, group, hd), group, hd,
+                       item_out(item, k));
+        }
       }
     }
   };
@@ -312,10 +375,13 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     // Split by key count, not item count: causal rows differ widely in cost.
     std::vector<int64_t> cost_prefix{0};
     for (const Item& item : items) {
-      const KeyRange r =
-          attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query);
-      cost_prefix.push_back(cost_prefix.back() + 1 +
-                            keys_in_segments(r, item.first_segment, item.end_segment));
+      int64_t cost = 0;
+      for (int k = 0; k < item.queries; ++k) {
+        const KeyRange r =
+            attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query + k);
+        cost += 1 + keys_in_segments(r, item.first_segment, item.end_segment);
+      }
+      cost_prefix.push_back(cost_prefix.back() + cost);
     }
     std::vector<size_t> bounds(parts + 1, items.size());
     bounds[0] = 0;

@@ -2,6 +2,7 @@
 // per-ISA implementations of it.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -15,7 +16,12 @@ constexpr int kAttentionKeyChunk = 32;  // keys scored before one softmax rescal
 // long decode row can be spread over threads without changing its bits.
 constexpr int32_t kAttentionKeySegment = 128;
 
-// The query heads of one KV-head group for one query token, over one key segment.
+// Query heads an item holds at most: consecutive queries of one KV head share an item (each
+// K/V row is then read once for all of them) while their heads fit in this many.
+constexpr int kAttentionItemHeads = 8;
+
+// The query heads of one KV-head group for one or more consecutive query tokens, over one key
+// segment.
 struct AttentionGroupTask {
   const float* q = nullptr;  // `group` heads of head_dim floats, consecutive
   KeyRange range;
@@ -23,6 +29,16 @@ struct AttentionGroupTask {
   std::span<const int32_t> block_table;
   int kv_head = 0;
   int group = 0;
+  // Several queries (all with range.begin as their first key): head g belongs to query
+  // g / heads_per_query, whose keys end at query_ends[g / heads_per_query]; later keys of a
+  // chunk are masked exactly like a single query's short last chunk. Null for one query.
+  const int32_t* query_ends = nullptr;
+  int heads_per_query = 0;
+  // Keys of chunk [c0, c0 + n) that head g sees.
+  int keys_for_head(int g, int32_t c0, int n) const {
+    if (query_ends == nullptr) return n;
+    return std::clamp(query_ends[g / heads_per_query] - c0, 0, n);
+  }
 };
 
 // Online-softmax state of a group's heads over some keys: unnormalised sums of value rows, the
@@ -41,6 +57,7 @@ struct AttentionScratch {
   std::vector<float> max, sum;
   std::vector<float> rows;  // decoded K or V rows, portable path: [kAttentionKeyChunk, head_dim]
   std::vector<float> total_acc, total_max, total_sum;  // an item's segments folded so far
+  std::vector<float> queries;  // several queries' heads gathered consecutively
   void prepare(int group, int head_dim) {
     scores.resize(static_cast<size_t>(group) * kAttentionKeyChunk);
     weights.resize(scores.size());
@@ -51,6 +68,7 @@ struct AttentionScratch {
     total_acc.resize(acc.size());
     total_max.resize(max.size());
     total_sum.resize(sum.size());
+    queries.resize(acc.size());
   }
   SoftmaxState state() { return {acc.data(), max.data(), sum.data()}; }
   SoftmaxState total() { return {total_acc.data(), total_max.data(), total_sum.data()}; }

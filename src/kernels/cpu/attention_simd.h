@@ -21,7 +21,7 @@ namespace gemmaserve::cpu::simd {
 namespace {
 
 constexpr int kChunk = detail::kAttentionKeyChunk;
-constexpr int kHeadBlock = 8;  // heads whose accumulators share one widened K/V vector
+constexpr int kHeadBlock = detail::kAttentionItemHeads;  // heads sharing each widened K/V vector
 
 // Elements [d, d + width) of one cache row as f32 (fp8 still to be multiplied by its row
 // scale, q8_0 already scaled). `q8_values` is the offset of q8_0's int8 values in the row.
@@ -54,9 +54,10 @@ inline float row_scale(const uint8_t* row, int head_dim) {
   }
 }
 
-// Independent accumulator chains per head: few heads alone cannot hide the FMA latency.
+// Keys scored together: G x kKeyBlock accumulators (independent FMA chains, at most 16) share
+// each q vector load and each widened K vector, so loads no longer outnumber the FMAs.
 template <int G>
-constexpr int kChains = G <= 2 ? 4 : (G <= 4 ? 2 : 1);
+constexpr int kKeyBlock = G == 1 ? 8 : std::max(1, 16 / G);
 
 // Cache rows to request while a loop over head-dimension steps runs: step i of row j asks for
 // the bytes at rows[j] + i * stride, so a whole row arrives spread over the loop (a burst of
@@ -75,39 +76,43 @@ struct RowPrefetch {
   }
 };
 
-// scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q; requests `pf`.
+// scores[g * kChunk + j] = (q_g . k_j) * scale for G heads starting at q; requests `pf`. Each
+// dot product is one chain along the head dimension, reduced in the same lane order whichever
+// block its key falls in (a short last block repeats its last key and drops the copies).
 template <class V, KvDtype D, int G>
 void score_keys(const float* q, int hd, const uint8_t* const* krows, int n, float scale,
                 int q8_values, float* scores, const RowPrefetch& pf) {
   using F = typename V::F;
-  constexpr int S = kChains<G>;
+  constexpr int KB = kKeyBlock<G>;
   constexpr int W = V::kWidth;
-  const int64_t stride = pf.stride(hd, S * W, W);
-  for (int j = 0; j < n; ++j) {
-    F acc[S][G];
-    for (int c = 0; c < S; ++c) {
-      for (int g = 0; g < G; ++g) acc[c][g] = V::zero();
+  const int64_t stride = pf.stride(hd, W, W);
+  for (int j0 = 0; j0 < n; j0 += KB) {
+    const uint8_t* rows[KB];
+    for (int b = 0; b < KB; ++b) rows[b] = krows[std::min(j0 + b, n - 1)];
+    F acc[KB][G];
+    for (int b = 0; b < KB; ++b) {
+      for (int g = 0; g < G; ++g) acc[b][g] = V::zero();
     }
-    int d = 0, step = 0;
-    for (; d + S * W <= hd; d += S * W, ++step) {
-      pf.at(j, step, stride);
-      for (int c = 0; c < S; ++c) {
-        const F k = load_kv<V, D>(krows[j], d + c * W, q8_values);
-        for (int g = 0; g < G; ++g) {
-          acc[c][g] = V::fmadd(V::load(q + g * hd + d + c * W), k, acc[c][g]);
-        }
+    for (int d = 0, step = 0; d < hd; d += W, ++step) {
+      F k[KB];
+      for (int b = 0; b < KB; ++b) {
+        pf.at(j0 + b, step, stride);
+        k[b] = load_kv<V, D>(rows[b], d, q8_values);
+      }
+      for (int g = 0; g < G; ++g) {
+        const F qv = V::load(q + g * hd + d);
+        for (int b = 0; b < KB; ++b) acc[b][g] = V::fmadd(qv, k[b], acc[b][g]);
       }
     }
-    for (; d < hd; d += W, ++step) {
-      pf.at(j, step, stride);
-      const F k = load_kv<V, D>(krows[j], d, q8_values);
-      for (int g = 0; g < G; ++g) acc[0][g] = V::fmadd(V::load(q + g * hd + d), k, acc[0][g]);
+    float sums[KB * G];
+    if constexpr (KB * G == 16 && requires { V::reduce_add16(&acc[0][0], sums); }) {
+      V::reduce_add16(&acc[0][0], sums);
+    } else {
+      for (int i = 0; i < KB * G; ++i) sums[i] = V::reduce_add(acc[i / G][i % G]);
     }
-    const float rs = row_scale<D>(krows[j], hd) * scale;
-    for (int g = 0; g < G; ++g) {
-      F total = acc[0][g];
-      for (int c = 1; c < S; ++c) total = V::add(total, acc[c][g]);
-      scores[g * kChunk + j] = V::reduce_add(total) * rs;
+    for (int b = 0; b < KB && j0 + b < n; ++b) {
+      const float rs = row_scale<D>(rows[b], hd) * scale;
+      for (int g = 0; g < G; ++g) scores[g * kChunk + j0 + b] = sums[b * G + g] * rs;
     }
   }
 }
@@ -262,8 +267,11 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     }
     for (int g = 0; g < group; ++g) {
       float* s = &ws.scores[g * kChunk];
-      float cmax = ws.max[g];
-      for (int j = 0; j < n; ++j) cmax = std::max(cmax, s[j]);
+      std::fill(s + task.keys_for_head(g, c0, n), s + kChunk,
+                -std::numeric_limits<float>::infinity());
+      F vmax = V::load(s);
+      for (int j = V::kWidth; j < kChunk; j += V::kWidth) vmax = V::max(vmax, V::load(s + j));
+      const float cmax = std::max(ws.max[g], V::reduce_max(vmax));
       if (cmax > ws.max[g]) {
         // exp(-inf) = 0 on the first chunk, so the empty accumulators stay zero.
         const F corr = V::set1(std::exp(ws.max[g] - cmax));
@@ -272,14 +280,16 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
         ws.sum[g] *= std::exp(ws.max[g] - cmax);
         ws.max[g] = cmax;
       }
-      std::fill(s + n, s + kChunk, -std::numeric_limits<float>::infinity());
+      // The chunk's weights are summed as vectors (the padding's exp(-inf) adds zeros), then
+      // added to the running sum: one order for a chunk wherever it is computed.
       const F m = V::set1(cmax);
+      F vsum = V::zero();
       for (int j = 0; j < kChunk; j += V::kWidth) {
-        V::store(s + j, vexp<V>(V::sub(V::load(s + j), m)));
+        const F e = vexp<V>(V::sub(V::load(s + j), m));
+        V::store(s + j, e);
+        vsum = V::add(vsum, e);
       }
-      float sum = ws.sum[g];
-      for (int j = 0; j < n; ++j) sum += s[j];
-      ws.sum[g] = sum;
+      ws.sum[g] += V::reduce_add(vsum);
       if constexpr (D == KvDtype::kFp8E4M3) {
         float* w = &ws.weights[g * kChunk];
         for (int j = 0; j < n; ++j) w[j] = s[j] * row_scale<D>(vrows[j], hd);

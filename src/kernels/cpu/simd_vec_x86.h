@@ -56,6 +56,28 @@ struct VecAvx512 {
     return _mm_cvtss_f32(q);
   }
   static float reduce_max(F a) { return _mm512_reduce_max_ps(a); }
+  // out[i] = the sum of r[i]'s lanes for 16 vectors, pairing lanes as reduce_add does, by
+  // transposing as it adds: 31 shuffles and 15 adds instead of 16 x 8 operations.
+  static void reduce_add16(const F* r, float* out) {
+    F t[8], u[4], v[2];
+    for (int i = 0; i < 8; ++i) {  // lane l + lane l+8 of r[2i] and r[2i+1]
+      t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], 0x44),
+                           _mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], 0xEE));
+    }
+    for (int i = 0; i < 4; ++i) {  // + lane l+4: 128-bit block b holds r[4i + b]
+      u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
+                           _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+    }
+    for (int i = 0; i < 2; ++i) {  // + lane l+2
+      v[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0x44),
+                           _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0xEE));
+    }
+    // + lane l+1: lane 4b + m then holds r[4m + b]'s sum.
+    const F d =
+        _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, d));
+  }
 
   // Cache element loads, widened to f32.
   static F load_bf16(const void* p) {
