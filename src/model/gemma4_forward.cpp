@@ -13,9 +13,9 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/interleave.h"
 
 namespace gemmaserve::detail {
 namespace {
@@ -23,8 +23,8 @@ namespace {
 std::string seq_name(size_t i) { return "batch sequence " + std::to_string(i); }
 
 // Keeps rows `keep` (ascending) of a [rows, width] buffer, in place.
-template <typename T>
-void gather_rows_inplace(std::vector<T>& buf, size_t width, const std::vector<int64_t>& keep) {
+template <typename T, typename A>
+void gather_rows_inplace(std::vector<T, A>& buf, size_t width, const std::vector<int64_t>& keep) {
   if (width == 0) return;
   for (size_t i = 0; i < keep.size(); ++i) {
     const auto src = static_cast<size_t>(keep[i]);

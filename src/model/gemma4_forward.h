@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
@@ -49,20 +50,21 @@ struct MoeItem {
   int32_t count = 0;
 };
 
-// Buffers reused across forward() calls (grown, never shrunk).
+// Buffers reused across forward() calls (grown, never shrunk); activations line-aligned so
+// vector loads of a row never straddle two lines (rows are whole lines for every Gemma 4 width).
 struct Gemma4Workspace {
   std::vector<int32_t> tokens, positions;
   std::vector<SeqRows> rows;
-  std::vector<float> x, normed, q, k, v, attn, proj;  // residual and attention block
-  std::vector<float> gate, up, mlp, ffn;              // feed-forward block
-  std::vector<float> ple, ple_gate;                   // per-layer embeddings
-  std::vector<std::vector<float>> cos, sin;           // per rope group: [rows, head_dim / 2]
+  AlignedVector<float> x, normed, q, k, v, attn, proj;  // residual and attention block
+  AlignedVector<float> gate, up, mlp, ffn;              // feed-forward block
+  AlignedVector<float> ple, ple_gate;                   // per-layer embeddings
+  std::vector<AlignedVector<float>> cos, sin;           // per rope group: [rows, head_dim / 2]
   // MoE routing, the expert work items of a pass and each (row, choice) slot's expert output.
-  std::vector<float> router_in, router_probs, expert_out, expert_sum;
+  AlignedVector<float> router_in, router_probs, expert_out, expert_sum;
   std::vector<int32_t> topk_index, expert_count, expert_offset, expert_tokens, slot_of;
   std::vector<float> topk_weight, expert_weights;
   std::vector<MoeItem> moe_items;
-  std::vector<std::vector<float>> expert_scratch;  // per thread: gathered rows, gate|up, act
+  std::vector<AlignedVector<float>> expert_scratch;  // per thread: gathered rows, gate|up, act
   std::vector<cpu::AttentionSeq> attn_seqs;
   std::vector<int64_t> keep;  // rows kept by a compaction
 };
@@ -117,7 +119,7 @@ class Gemma4Forward {
   void moe_block(int l, int64_t rows);
   void moe_route(int l, int64_t rows);
   void moe_pass(int l, int64_t row_begin, int64_t rows);
-  void moe_item(int l, const MoeItem& item, std::vector<float>& scratch, ThreadPool* pool);
+  void moe_item(int l, const MoeItem& item, float* scratch, ThreadPool* pool);
 
   const ModelWeights& w_;
   const TextConfig& cfg_;

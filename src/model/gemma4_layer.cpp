@@ -41,8 +41,8 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
   const int group = plan_.layer_rope_group[static_cast<size_t>(l)];
   const RopeGroup& rope = plan_.rope_groups[static_cast<size_t>(group)];
   const int64_t half = hd / 2;
-  const std::vector<float>& cos_t = ws_.cos[static_cast<size_t>(group)];
-  const std::vector<float>& sin_t = ws_.sin[static_cast<size_t>(group)];
+  const AlignedVector<float>& cos_t = ws_.cos[static_cast<size_t>(group)];
+  const AlignedVector<float>& sin_t = ws_.sin[static_cast<size_t>(group)];
 
   ws_.normed.resize(static_cast<size_t>(R * H));
   ws_.q.resize(static_cast<size_t>(R * qw));

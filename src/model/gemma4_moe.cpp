@@ -125,7 +125,7 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
   const size_t threads = pool_ == nullptr ? 1 : pool_->size();
   const size_t scratch_floats = static_cast<size_t>(kMoeItemRows * (H + 3 * Ie));
   ws_.expert_scratch.resize(threads);
-  for (std::vector<float>& s : ws_.expert_scratch) s.resize(scratch_floats);
+  for (AlignedVector<float>& s : ws_.expert_scratch) s.resize(scratch_floats);
   const size_t items = ws_.moe_items.size();
   if (threads > 1 && items >= 2 * threads) {
     // Items taken in order from a shared counter: balanced whatever the experts' row counts.
@@ -133,11 +133,12 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
     pool_->parallel_for(threads, [&](size_t b, size_t e) {
       for (size_t t = b; t < e; ++t) {
         for (size_t i = next.fetch_add(1); i < items; i = next.fetch_add(1))
-          moe_item(l, ws_.moe_items[i], ws_.expert_scratch[t], nullptr);
+          moe_item(l, ws_.moe_items[i], ws_.expert_scratch[t].data(), nullptr);
       }
     });
   } else {
-    for (const MoeItem& item : ws_.moe_items) moe_item(l, item, ws_.expert_scratch[0], pool_);
+    for (const MoeItem& item : ws_.moe_items)
+      moe_item(l, item, ws_.expert_scratch[0].data(), pool_);
   }
 
   for_rows(n, [&](int64_t b, int64_t end) {
@@ -156,13 +157,12 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
 }
 
 // One item: gather its rows, gate|up product, GELU-tanh gating, down product into its slots.
-void Gemma4Forward::moe_item(int l, const MoeItem& item, std::vector<float>& scratch,
-                             ThreadPool* pool) {
+void Gemma4Forward::moe_item(int l, const MoeItem& item, float* scratch, ThreadPool* pool) {
   const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
   const int64_t H = cfg_.hidden_size;
   const int64_t Ie = cfg_.moe_intermediate_size;
   const int64_t m = item.count;
-  float* in = scratch.data();
+  float* in = scratch;
   float* gate_up = in + m * H;
   float* act = gate_up + m * 2 * Ie;
   for (int64_t j = 0; j < m; ++j) {

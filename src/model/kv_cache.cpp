@@ -29,8 +29,8 @@ KvCache::KvCache(const TextConfig& config, std::array<int, kNumAttentionTypes> n
     store.type = static_cast<int>(spec.type);
     store.bytes = static_cast<size_t>(num_blocks[store.type]) * static_cast<size_t>(block_size) *
                   store.slot_bytes;
-    store.k = std::make_unique_for_overwrite<uint8_t[]>(store.bytes);
-    store.v = std::make_unique_for_overwrite<uint8_t[]>(store.bytes);
+    store.k = make_aligned_bytes(store.bytes);
+    store.v = make_aligned_bytes(store.bytes);
   }
 }
 

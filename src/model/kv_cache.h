@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_format.h"
 #include "model/config.h"
@@ -55,7 +56,8 @@ class KvCache {
     size_t bytes = 0;  // per K and per V
     // Uninitialised on purpose: pages are only touched when a slot is written, so a large
     // cache costs nothing at start-up (attention never reads a slot before it is written).
-    std::unique_ptr<uint8_t[]> k, v;
+    // Line-aligned: a row's vector loads then never straddle two lines.
+    AlignedBytes k, v;
   };
   size_t slot_index(int block, int offset) const {
     return static_cast<size_t>(block) * static_cast<size_t>(block_size_) +

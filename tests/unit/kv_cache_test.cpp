@@ -36,6 +36,22 @@ TEST(KvCache, OwnsStorageOnlyForNonSharedLayers) {
   EXPECT_EQ(cache.total_bytes(), 7u * 5 * sliding + 3u * 5 * full);
 }
 
+// Whole-vector loads of a row must not straddle two cache lines (malloc's large blocks start
+// 16 bytes past a page).
+TEST(KvCache, StorageStartsOnACacheLine) {
+  const TextConfig cfg = dense_config();
+  KvCache cache(cfg, {7, 3}, 5);
+  for (int l = 0; l < cfg.first_kv_shared_layer(); ++l) {
+    const cpu::PagedKv kv = cache.paged(l);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(kv.k) % 64, 0u) << l;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(kv.v) % 64, 0u) << l;
+  }
+  for (size_t n : {1u, 100u, 1u << 20}) {
+    AlignedVector<float> v(n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << n;
+  }
+}
+
 TEST(KvCache, SlotsAreDistinctAndContiguous) {
   const TextConfig cfg = dense_config();
   KvCache cache(cfg, {4, 2}, 3);

@@ -322,13 +322,13 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
         range = k == 0 ? ranges[0] : KeyRange{range.begin, std::max(range.end, ranges[k].end)};
       }
       detail::AttentionGroupTask task;
-      task.q = q + item_row(item) * ldq + first_head * hd;
+      // Copied even for one query: the kernel then loads q from aligned lines.
+      for (int k = 0; k < nq; ++k) {
+        const float* src = q + item_row(item, k) * ldq + first_head * hd;
+        std::copy(src, src + group_floats, ws.queries.data() + k * group_floats);
+      }
+      task.q = ws.queries.data();
       if (nq > 1) {
-        for (int k = 0; k < nq; ++k) {
-          const float* src = q + item_row(item, k) * ldq + first_head * hd;
-          std::copy(src, src + group_floats, ws.queries.data() + k * group_floats);
-        }
-        task.q = ws.queries.data();
         task.query_ends = ends;
         task.heads_per_query = group;
       }

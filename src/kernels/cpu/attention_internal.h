@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/cpu/attention.h"
 
 namespace gemmaserve::cpu::detail {
@@ -51,13 +52,15 @@ struct SoftmaxState {
 
 // Per-thread buffers, sized by prepare().
 struct AttentionScratch {
-  std::vector<float> scores;   // [group, kAttentionKeyChunk]
-  std::vector<float> weights;  // scores times per-row V scale (fp8)
-  std::vector<float> acc;      // [group, head_dim]: the segment the kernel is summing
+  // Line-aligned where the kernels load whole vectors.
+  AlignedVector<float> scores;   // [group, kAttentionKeyChunk]
+  AlignedVector<float> weights;  // scores times per-row V scale (fp8)
+  AlignedVector<float> acc;      // [group, head_dim]: the segment the kernel is summing
   std::vector<float> max, sum;
-  std::vector<float> rows;  // decoded K or V rows, portable path: [kAttentionKeyChunk, head_dim]
-  std::vector<float> total_acc, total_max, total_sum;  // an item's segments folded so far
-  std::vector<float> queries;  // several queries' heads gathered consecutively
+  AlignedVector<float> rows;  // decoded K or V rows, portable path: [kAttentionKeyChunk, head_dim]
+  AlignedVector<float> total_acc;
+  std::vector<float> total_max, total_sum;  // an item's segments folded so far (with total_acc)
+  AlignedVector<float> queries;             // the item's queries' heads, consecutive
   void prepare(int group, int head_dim) {
     scores.resize(static_cast<size_t>(group) * kAttentionKeyChunk);
     weights.resize(scores.size());
