@@ -73,14 +73,15 @@ class Gemma4Forward {
  public:
   Gemma4Forward(const ModelWeights& weights, const Gemma4Plan& plan, ThreadPool* pool,
                 Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls,
-                cpu::MatmulPrecision precision)
+                const Gemma4ModelOptions& options)
       : w_(weights),
         cfg_(weights.config.text),
         plan_(plan),
         pool_(pool),
         ws_(ws),
         calls_(matmul_calls),
-        precision_(precision) {}
+        precision_(options.matmul_precision),
+        moe_slot_floats_(options.moe_slot_floats) {}
 
   void run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
 
@@ -128,6 +129,7 @@ class Gemma4Forward {
   Gemma4Workspace& ws_;
   std::atomic<uint64_t>& calls_;
   cpu::MatmulPrecision precision_;  // the model's, for every product of every step
+  int64_t moe_slot_floats_;
 };
 
 // Builds the plan for a model (validates RoPE and geometry; throws InputError).

@@ -87,7 +87,7 @@ Gemma4Model::~Gemma4Model() = default;
 void Gemma4Model::forward(std::span<const SequenceInput> batch, KvCache& cache,
                           ForwardOutput* out) {
   detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_,
-                               options_.matmul_precision);
+                               options_);
   runner.run(batch, cache, out);
 }
 

@@ -48,6 +48,9 @@ struct Gemma4ModelOptions {
   // the AVX-512 kernels run: one sequential stream per thread for decode, and for Q8_0 / Q4_0
   // about 3x the int8 rate of prefill and batched decode. Off only to compare with the rows.
   bool interleave_weights = true;
+  // Most floats of per-(row, expert choice) MoE output held at once (64 MiB); longer batches
+  // run the experts in passes of rows, with the same bits. Lowered only by tests.
+  int64_t moe_slot_floats = int64_t{16} << 20;
 };
 
 // Parses a --cpu-matmul-precision value, "f32" or "bf16"; InputError naming `flag` otherwise.

@@ -15,8 +15,6 @@ namespace {
 // Most rows one work item takes from an expert: small enough to share a prefill's experts out
 // over the threads, large enough that the item's weights are reused across rows.
 constexpr int64_t kMoeItemRows = 64;
-// Most floats of per-slot expert output held at once; longer batches run in passes of rows.
-constexpr int64_t kMoeSlotFloats = int64_t{16} << 20;
 
 }  // namespace
 
@@ -30,7 +28,8 @@ void Gemma4Forward::moe_block(int l, int64_t R) {
   cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm_2.data(), ws_.normed.data(), H,
                      R, H, plan_.eps);
   ws_.expert_sum.assign(static_cast<size_t>(R * H), 0.0f);
-  const int64_t pass = std::max<int64_t>(1, kMoeSlotFloats / (K * H));
+  // Passes of rows bound the per-slot outputs held at once (Gemma4ModelOptions).
+  const int64_t pass = std::max<int64_t>(1, moe_slot_floats_ / (K * H));
   for (int64_t r0 = 0; r0 < R; r0 += pass) moe_pass(l, r0, std::min(pass, R - r0));
 }
 

@@ -143,6 +143,26 @@ TEST(Gemma4Model, ThreadCountDoesNotChangeBits) {
   EXPECT_EQ(0, std::memcmp(results[0].data(), results[2].data(), results[0].size() * 4));
 }
 
+// MoE experts run in passes of rows when the per-slot outputs would exceed the option's bound:
+// the same bits as one pass (here passes of 1 and 3 rows).
+TEST(Gemma4Model, MoePassesDoNotChangeBits) {
+  std::vector<float> results[3];
+  for (int i = 0; i < 3; ++i) {
+    ModelWeights weights = load_model_weights(model_dir("moe"));
+    const int64_t row_floats =
+        int64_t{weights.config.text.top_k_experts} * weights.config.text.hidden_size;
+    Gemma4ModelOptions options;  // one pass (the default), passes of 1 row, of 3 rows
+    if (i > 0) options.moe_slot_floats = i == 1 ? 1 : 3 * row_floats;
+    Gemma4Model model(std::move(weights), std::make_shared<ThreadPool>(2), options);
+    PagedRunner runner(model, 16, 256);
+    const int a = runner.add_sequence(), b = runner.add_sequence();
+    results[i] = runner.step({a, b}, {kPromptA, kPromptC}, LogitsWanted::kAll).logits;
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4));
+  EXPECT_EQ(0, std::memcmp(results[0].data(), results[2].data(), results[0].size() * 4));
+}
+
 // The same checkpoint stored as F32 (exact widening of bf16) must give identical bits; as F16
 // (rounded weights) it must stay close.
 TEST(Gemma4Model, WeightDtypes) {
