@@ -2,9 +2,10 @@
 // Included by the per-ISA translation units after their `#pragma GCC target`.
 //
 // Per chunk of 32 keys: each key row is widened from the cache dtype once and dotted with all
-// heads of the group (up to 8 accumulators in registers); the online-softmax statistics are
-// updated per head; then each value row is widened once per 8 heads and accumulated. A head's
-// arithmetic never depends on how many heads share the group or on other work items.
+// heads of the group (a few keys at a time, up to 16 accumulators in registers); the
+// online-softmax statistics are updated per head; then each value row is widened once per 8
+// heads and accumulated. A head's arithmetic never depends on how many heads (or queries)
+// share the item, nor on other work items.
 #pragma once
 
 #include <algorithm>
