@@ -105,12 +105,9 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
-  parallel_for_grain(n, 1, fn);
-}
+void ThreadPool::parallel_for(size_t n, RangeFn fn) { parallel_for_grain(n, 1, fn); }
 
-void ThreadPool::parallel_for_grain(size_t n, size_t grain,
-                                    const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for_grain(size_t n, size_t grain, RangeFn fn) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   if (caller_cpu_ >= 0 && pinned_caller_ != std::this_thread::get_id()) {

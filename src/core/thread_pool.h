@@ -7,14 +7,17 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace gemmaserve {
 
 class ThreadPool {
  public:
+  using RangeFn = FunctionRef<void(size_t, size_t)>;
+
   // num_threads counts the calling thread; 0 means hardware_concurrency(). pin_to_cpus binds
   // worker i to CPU i of the process's allowed set (round-robin) and the thread that runs a
   // section to CPU 0 of it (at its first section), so no two of them share a CPU.
@@ -27,18 +30,18 @@ class ThreadPool {
 
   // Splits [0, n) into size() contiguous chunks (a static split, so results never depend on
   // timing) and runs fn(begin, end) on each; returns when all are done. Not reentrant: one
-  // caller at a time.
-  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
+  // caller at a time. A section allocates nothing (fn is referenced, not copied).
+  void parallel_for(size_t n, RangeFn fn);
 
   // Like parallel_for but chunks are multiples of `grain` (the last may be shorter).
-  void parallel_for_grain(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+  void parallel_for_grain(size_t n, size_t grain, RangeFn fn);
 
  private:
   void worker_loop(size_t index, int cpu);
 
   std::vector<std::thread> workers_;
   // The current section; written by the caller before generation_ is bumped (release).
-  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  const RangeFn* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_grain_ = 1;
   bool stop_ = false;

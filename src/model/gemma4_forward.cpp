@@ -92,7 +92,7 @@ int64_t Gemma4Forward::num_rows() const {
   return n;
 }
 
-void Gemma4Forward::for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+void Gemma4Forward::for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> fn) {
   if (pool_ == nullptr || rows < 2) {
     fn(0, rows);
     return;

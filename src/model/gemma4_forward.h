@@ -3,12 +3,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <span>
 #include <vector>
 
 #include "core/aligned.h"
+#include "core/function_ref.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
@@ -65,8 +65,11 @@ struct Gemma4Workspace {
   std::vector<float> topk_weight, expert_weights;
   std::vector<MoeItem> moe_items;
   std::vector<AlignedVector<float>> expert_scratch;  // per thread: gathered rows, gate|up, act
+  bool moe_thread_scratch_ready = false;  // every pool thread's matmul X buffers hold an item
   std::vector<cpu::AttentionSeq> attn_seqs;
-  std::vector<int64_t> keep;  // rows kept by a compaction
+  cpu::AttentionWorkspace attention;
+  std::vector<int32_t> row_slot;  // each new row's KV cache slot: physical block * bs + offset
+  std::vector<int64_t> keep;      // rows kept by a compaction
 };
 
 class Gemma4Forward {
@@ -109,7 +112,7 @@ class Gemma4Forward {
                               const float* x, size_t ldx, int64_t t, float* y, size_t ldy,
                               cpu::MatmulPrecision precision) const;
   int64_t num_rows() const;
-  void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
+  void for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> fn);
 
   // gemma4_layer.cpp
   void layer(int l, std::span<const SequenceInput> batch, KvCache& cache);

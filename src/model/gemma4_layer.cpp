@@ -69,7 +69,7 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
   // the cache dtype), in the same parallel pass: rows of a step never share a slot.
   const int t = static_cast<int>(spec.type);
   const int bs = cache.block_size();
-  std::vector<int32_t> row_slot;  // physical block * bs + offset of each row's position
+  std::vector<int32_t>& row_slot = ws_.row_slot;
   if (own_kv) {
     row_slot.resize(static_cast<size_t>(R));
     for (const SeqRows& sr : ws_.rows) {
@@ -122,7 +122,8 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
     ws_.attn_seqs.push_back(as);
   }
   ws_.attn.resize(static_cast<size_t>(R * qw));
-  cpu::paged_attention(ws_.q.data(), qw, kv, shape, ws_.attn_seqs, ws_.attn.data(), qw, pool_);
+  cpu::paged_attention(ws_.q.data(), qw, kv, shape, ws_.attn_seqs, ws_.attn.data(), qw, pool_,
+                       &ws_.attention);
 
   ws_.proj.resize(static_cast<size_t>(R * H));
   linear(lw.o_proj, 0, H, ws_.attn.data(), qw, R, ws_.proj.data(), H);

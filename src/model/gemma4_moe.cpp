@@ -111,6 +111,8 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
     }
   }
   ws_.moe_items.clear();
+  // Items per expert <= its rows / kMoeItemRows + 1: capacity for any routing of n rows.
+  ws_.moe_items.reserve(static_cast<size_t>(std::min<int64_t>(n * K, n * K / kMoeItemRows + E)));
   for (int e = 0; e < E; ++e) {
     for (int32_t s = ws_.expert_offset[e]; s < ws_.expert_offset[e + 1];
          s += static_cast<int32_t>(kMoeItemRows)) {
@@ -126,6 +128,13 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
   ws_.expert_scratch.resize(threads);
   for (AlignedVector<float>& s : ws_.expert_scratch) s.resize(scratch_floats);
   const size_t items = ws_.moe_items.size();
+  if (threads > 1 && !ws_.moe_thread_scratch_ready) {
+    // Any thread may take any item: each grows its X buffers once for the largest one.
+    pool_->parallel_for(threads, [&](size_t, size_t) {
+      cpu::reserve_thread_scratch(kMoeItemRows, std::max<int64_t>(H, Ie));
+    });
+    ws_.moe_thread_scratch_ready = true;
+  }
   if (threads > 1 && items >= 2 * threads) {
     // Items taken in order from a shared counter: balanced whatever the experts' row counts.
     std::atomic<size_t> next{0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/attention_internal.h"
@@ -177,12 +178,13 @@ SoftmaxState query_state(const SoftmaxState& st, int i, int group, int hd) {
   return {st.acc + heads * hd, st.max + heads, st.sum + heads};
 }
 
-// Owns the floats of `count` group states.
+// `count` group states laid out in `data` (resized to hold them).
 struct StateBuffer {
-  std::vector<float> data;
+  std::vector<float>& data;
   int group = 0, hd = 0;
-  StateBuffer(size_t count, int g, int h)
-      : data(count * static_cast<size_t>(g) * (h + 2)), group(g), hd(h) {}
+  StateBuffer(std::vector<float>& d, size_t count, int g, int h) : data(d), group(g), hd(h) {
+    data.resize(count * static_cast<size_t>(g) * (h + 2));
+  }
   SoftmaxState at(size_t i) {
     float* base = data.data() + i * static_cast<size_t>(group) * (hd + 2);
     return {base, base + static_cast<size_t>(group) * hd,
@@ -202,6 +204,19 @@ detail::AttendGroupFn attend_fn(SimdIsa isa, int head_dim) {
 }
 
 }  // namespace
+
+struct AttentionWorkspace::Buffers {
+  std::vector<Item> items, rebuilt;  // rebuilt: the next list of items, then swapped in
+  std::vector<float> piece_states;
+  std::vector<int64_t> cost_prefix;
+  std::vector<size_t> bounds;
+  std::vector<detail::AttentionScratch> scratch;  // one per part
+};
+
+AttentionWorkspace::AttentionWorkspace() : buffers_(std::make_unique<Buffers>()) {}
+AttentionWorkspace::~AttentionWorkspace() = default;
+AttentionWorkspace::AttentionWorkspace(AttentionWorkspace&&) noexcept = default;
+AttentionWorkspace& AttentionWorkspace::operator=(AttentionWorkspace&&) noexcept = default;
 
 KeyRange attention_key_range(const AttentionSeq& seq, const AttentionShape& shape, int32_t i) {
   if (!seq.key_ranges.empty()) return seq.key_ranges[static_cast<size_t>(i)];
@@ -234,19 +249,24 @@ bool attention_blocks_valid(const PagedKv& kv, const AttentionShape& shape,
 }
 
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
-                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool) {
-  paged_attention(q, ldq, kv, shape, seqs, out, ldo, pool, best_simd_isa());
+                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
+                     AttentionWorkspace* workspace) {
+  paged_attention(q, ldq, kv, shape, seqs, out, ldo, pool, best_simd_isa(), workspace);
 }
 
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
                      std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
-                     SimdIsa isa) {
+                     SimdIsa isa, AttentionWorkspace* workspace) {
+  std::optional<AttentionWorkspace> own;
+  if (workspace == nullptr) workspace = &own.emplace();
+  AttentionWorkspace::Buffers& buf = workspace->buffers();
   const int group = shape.num_heads / shape.num_kv_heads;
   const int hd = shape.head_dim;
   const detail::AttendGroupFn attend = attend_fn(isa, hd);
   const size_t parts = pool == nullptr ? 1 : pool->size();
   // Items ordered sequence -> KV head -> query, so neighbouring items reuse cached keys.
-  std::vector<Item> items;
+  std::vector<Item>& items = buf.items;
+  items.clear();
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
       for (int32_t i = 0; i < seqs[s].num_queries; ++i) {
@@ -267,7 +287,8 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
   // per key segment, whose states are folded once all are done.
   const bool split = parts > 1 && items.size() < 4 * parts;
   if (split) {
-    std::vector<Item> pieces;
+    std::vector<Item>& pieces = buf.rebuilt;
+    pieces.clear();
     for (const Item& item : items) {
       if (item.first_segment == item.end_segment) std::fill_n(item_out(item), group_floats, 0.0f);
       for (int32_t s = item.first_segment; s < item.end_segment; ++s) {
@@ -285,7 +306,8 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     auto first_key = [&](const Item& item, int i) {
       return attention_key_range(seqs[static_cast<size_t>(item.seq)], shape, item.query + i).begin;
     };
-    std::vector<Item> merged;
+    std::vector<Item>& merged = buf.rebuilt;
+    merged.clear();
     for (const Item& item : items) {
       if (!merged.empty()) {
         Item& last = merged.back();
@@ -302,10 +324,11 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     }
     items.swap(merged);
   }
-  StateBuffer piece_states(split ? items.size() : 0, group, hd);
+  StateBuffer piece_states(buf.piece_states, split ? items.size() : 0, group, hd);
+  if (buf.scratch.size() < parts) buf.scratch.resize(parts);
 
-  auto run_range = [&](size_t begin, size_t end) {
-    detail::AttentionScratch ws;
+  auto run_range = [&](size_t part, size_t begin, size_t end) {
+    detail::AttentionScratch& ws = buf.scratch[part];
     ws.prepare(group * max_queries, hd);
     const SoftmaxState total = ws.total();
     KeyRange ranges[detail::kAttentionItemHeads];
@@ -370,10 +393,11 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     }
   };
   if (parts == 1 || items.size() == 1) {
-    run_range(0, items.size());
+    run_range(0, 0, items.size());
   } else {
     // Split by key count, not item count: causal rows differ widely in cost.
-    std::vector<int64_t> cost_prefix{0};
+    std::vector<int64_t>& cost_prefix = buf.cost_prefix;
+    cost_prefix.assign(1, 0);
     for (const Item& item : items) {
       int64_t cost = 0;
       for (int k = 0; k < item.queries; ++k) {
@@ -383,7 +407,8 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
       }
       cost_prefix.push_back(cost_prefix.back() + cost);
     }
-    std::vector<size_t> bounds(parts + 1, items.size());
+    std::vector<size_t>& bounds = buf.bounds;
+    bounds.assign(parts + 1, items.size());
     bounds[0] = 0;
     const int64_t total = cost_prefix.back();
     for (size_t p = 1; p < parts; ++p) {
@@ -393,7 +418,7 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
       bounds[p] = std::clamp(bounds[p], bounds[p - 1], items.size());
     }
     pool->parallel_for(parts, [&](size_t b, size_t e) {
-      for (size_t p = b; p < e; ++p) run_range(bounds[p], bounds[p + 1]);
+      for (size_t p = b; p < e; ++p) run_range(p, bounds[p], bounds[p + 1]);
     });
   }
   if (!split) return;

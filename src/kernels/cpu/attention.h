@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/thread_pool.h"
@@ -48,6 +49,22 @@ struct AttentionSeq {
   std::span<const KeyRange> key_ranges;  // empty, or one per query overriding the default rule
 };
 
+// Buffers that one caller's paged_attention calls reuse (work items, per-thread scratch). Not
+// for two calls at once.
+class AttentionWorkspace {
+ public:
+  AttentionWorkspace();
+  ~AttentionWorkspace();
+  AttentionWorkspace(AttentionWorkspace&&) noexcept;
+  AttentionWorkspace& operator=(AttentionWorkspace&&) noexcept;
+
+  struct Buffers;
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
 // Key range the kernel reads for query i of `seq`.
 KeyRange attention_key_range(const AttentionSeq& seq, const AttentionShape& shape, int32_t i);
 
@@ -64,11 +81,14 @@ bool attention_blocks_valid(const PagedKv& kv, const AttentionShape& shape,
 // by key count over the pool; when there are too few to share out (decode of one sequence with
 // one KV head), their segments are. Uses the widest supported SIMD level; head dims that are
 // not a multiple of 16 take the portable path.
+// With a workspace its buffers are reused, so once they have grown to a batch's size a call
+// allocates nothing; without one the call allocates its own.
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
-                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool);
+                     std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
+                     AttentionWorkspace* workspace = nullptr);
 // The same at a given SIMD level (which must be supported), for tests and benchmarks.
 void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const AttentionShape& shape,
                      std::span<const AttentionSeq> seqs, float* out, size_t ldo, ThreadPool* pool,
-                     SimdIsa isa);
+                     SimdIsa isa, AttentionWorkspace* workspace = nullptr);
 
 }  // namespace gemmaserve::cpu

@@ -44,6 +44,12 @@ const Kernels& chosen_kernels() {
   return table;
 }
 
+// The calling thread's X rounded to bf16 (grown, never shrunk).
+std::vector<uint16_t>& bf16_x_scratch() {
+  thread_local std::vector<uint16_t> x_bf16;
+  return x_bf16;
+}
+
 #if defined(__x86_64__)
 bool use_bf16_activations(const MatmulArgs& args, CpuIsa isa) {
   return args.precision == MatmulPrecision::kBF16 && args.w_dtype == DType::kBF16 &&
@@ -53,7 +59,7 @@ bool use_bf16_activations(const MatmulArgs& args, CpuIsa isa) {
 // X rounded to bf16 once per call (shared by the threads and parts), into the caller's scratch;
 // row stride K.
 const uint16_t* round_x_to_bf16(const MatmulArgs& args) {
-  thread_local std::vector<uint16_t> x_bf16;
+  std::vector<uint16_t>& x_bf16 = bf16_x_scratch();
   const size_t ld = static_cast<size_t>(args.k);
   if (x_bf16.size() < static_cast<size_t>(args.t) * ld)
     x_bf16.resize(static_cast<size_t>(args.t) * ld);
@@ -147,6 +153,12 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
 
 float dot_f32(const float* a, const float* b, int64_t n) { return chosen_kernels().dot(a, b, n); }
 
+void reserve_thread_scratch(int64_t rows, int64_t k) {
+  std::vector<uint16_t>& x_bf16 = bf16_x_scratch();
+  if (x_bf16.size() < static_cast<size_t>(rows * k)) x_bf16.resize(static_cast<size_t>(rows * k));
+  reserve_quant_act_scratch(rows, k);
+}
+
 void matmul(const MatmulArgs& args, ThreadPool* pool) {
   if (dtype_is_quantized(args.w_dtype)) return quant_matmul(args, pool);
   run(std::span<const MatmulArgs>(&args, 1), pool, cpu_isa(), chosen_kernels().range);
@@ -169,7 +181,7 @@ void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa) {
 namespace detail {
 
 void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
-                         const std::function<void(size_t, int64_t, int64_t)>& fn) {
+                         FunctionRef<void(size_t, int64_t, int64_t)> fn) {
   int64_t total = 0;
   for (const MatmulArgs& p : parts) total += std::max<int64_t>(p.n, 0);
   if (total == 0) return;

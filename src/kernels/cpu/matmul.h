@@ -43,6 +43,11 @@ void matmul(const MatmulArgs& args, ThreadPool* pool);
 // (decode runs q/k/v and gate/up this way). Each element is computed exactly as matmul() would.
 void matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool);
 
+// Grows the calling thread's buffers for a product's X (rounded to bf16, or quantized to int8)
+// to `rows` rows of length k, so that later products no larger allocate nothing on this thread
+// whichever thread a dynamic work split gives them to.
+void reserve_thread_scratch(int64_t rows, int64_t k);
+
 // The same with the kernels of a given level (tests, benchmarks); InputError if the CPU lacks it.
 void matmul_with_isa(const MatmulArgs& args, ThreadPool* pool, CpuIsa isa);
 

@@ -5,9 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
 
+#include "core/function_ref.h"
 #include "kernels/cpu/matmul.h"
 
 namespace gemmaserve::cpu::detail {
@@ -15,7 +15,7 @@ namespace gemmaserve::cpu::detail {
 // Splits the concatenated rows of `parts` statically over `pool` (whole 16-row tiles; serial for
 // small products) and calls fn(part, begin, end) with each part's own row range.
 void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
-                         const std::function<void(size_t, int64_t, int64_t)>& fn);
+                         FunctionRef<void(size_t, int64_t, int64_t)> fn);
 
 void matmul_range_portable(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 float dot_f32_portable(const float* a, const float* b, int64_t n);

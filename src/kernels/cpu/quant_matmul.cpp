@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/interleave.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
 namespace gemmaserve::cpu {
@@ -63,6 +63,15 @@ void quant_detail::quantize_act_row(const float* x, int64_t k, int8_t* q, float*
 
 namespace {
 
+void grow(ActScratch& s, size_t rows, int64_t k, bool off, bool xs, bool corr) {
+  const size_t nb = static_cast<size_t>(k / 32);
+  if (s.q.size() < rows * k) s.q.resize(rows * k);
+  if (s.d.size() < rows * nb) s.d.resize(rows * nb);
+  if (off && s.off.size() < rows * nb * 8) s.off.resize(rows * nb * 8);
+  if (xs && s.xs.size() < rows * nb) s.xs.resize(rows * nb);
+  if (corr && s.corr.size() < rows * nb) s.corr.resize(rows * nb);
+}
+
 QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, QuantIsa isa) {
   const int64_t nb = a.k / 32;
   const auto rows = static_cast<size_t>(a.t);
@@ -71,11 +80,7 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   const bool want_xs = a.w_dtype == DType::kQ4_K;
   // Interleaved weights are stored unsigned (q + 128 or q + 8): each block starts from this.
   const int32_t corr_mult = a.w_dtype == DType::kQ8_0 ? -128 : -8;
-  if (s.q.size() < rows * a.k) s.q.resize(rows * a.k);
-  if (s.d.size() < rows * nb) s.d.resize(rows * nb);
-  if (want_off && s.off.size() < rows * nb * 8) s.off.resize(rows * nb * 8);
-  if (want_xs && s.xs.size() < rows * nb) s.xs.resize(rows * nb);
-  if (interleaved && s.corr.size() < rows * nb) s.corr.resize(rows * nb);
+  grow(s, rows, a.k, want_off, want_xs, interleaved);
   const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
                                                          : quant_detail::quantize_act_row;
   auto quantize_rows = [&](size_t begin, size_t end) {
@@ -279,6 +284,10 @@ void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa
 
 void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa) {
   run_parts(std::span<const MatmulArgs>(&args, 1), pool, isa);
+}
+
+void reserve_quant_act_scratch(int64_t rows, int64_t k) {
+  grow(thread_scratch(), static_cast<size_t>(rows), k, true, true, true);
 }
 
 void quant_matmul(const MatmulArgs& args, ThreadPool* pool) {

@@ -21,6 +21,9 @@ void quant_matmul(const MatmulArgs& args, ThreadPool* pool);
 // matmul_group for quantized parts: X is quantized once for all of them.
 void quant_matmul_group(std::span<const MatmulArgs> parts, ThreadPool* pool);
 
+// Grows the calling thread's quantized-X buffers to `rows` rows of length k (any weight type).
+void reserve_quant_act_scratch(int64_t rows, int64_t k);
+
 // The same product on a chosen ISA path (tests and benchmarks); the path must be supported.
 void quant_matmul_isa(const MatmulArgs& args, ThreadPool* pool, QuantIsa isa);
 bool quant_isa_supported(QuantIsa isa);
