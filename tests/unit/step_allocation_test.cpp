@@ -40,6 +40,8 @@ void* counted_alloc(std::size_t size, std::size_t align) {
 
 }  // namespace
 
+// These are the replaceable allocation functions themselves: their free() matches their malloc().
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t size) { return counted_alloc(size, 0); }
 void* operator new[](std::size_t size) { return counted_alloc(size, 0); }
 void* operator new(std::size_t size, std::align_val_t a) {
