@@ -161,6 +161,9 @@ TEST(StepAllocation, QuantizedMixtureOfExperts) {
   ModelWeights weights = load_model_weights(model_dir("moe"));
   quantize_model_weights(weights, DType::kQ8_0, nullptr, [](size_t, size_t) {});
   Gemma4Model model(std::move(weights), std::make_shared<ThreadPool>(2));
+  // The experts really run the int8 path (a matrix whose K is not a multiple of 32 stays f32).
+  ASSERT_EQ(model.weights().layers[0].experts_gate_up.dtype, DType::kQ8_0);
+  ASSERT_EQ(model.weights().layers[0].experts_down.dtype, DType::kQ8_0);
   expect_no_allocation(model, "moe q8_0");
 }
 
@@ -176,6 +179,7 @@ TEST(StepAllocation, InterleavedQuantizedAndBf16Weights) {
       quantize_model_weights(weights, dtype, nullptr, [](size_t, size_t) {});
     }
     Gemma4Model model(std::move(weights), std::make_shared<ThreadPool>(2), options);
+    ASSERT_EQ(model.weights().layers[0].down_proj.dtype, dtype);
     expect_no_allocation(model, dtype_name(dtype));
   }
 }
