@@ -11,9 +11,10 @@
 
 #include "cli/arg_parser.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/quant.h"
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "model/gemma4_model.h"
 #include "model/quantize_quality.h"
@@ -250,18 +251,19 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
     w.assign(rows.size(), std::byte{0});
     cpu::interleave_rows(type, rows.data(), w.data(), n, k, &pool);
   }
-  if (copies > 1) {
-    std::vector<std::byte> one = std::move(w);
-    w.resize(one.size() * static_cast<size_t>(copies));
-    for (int c = 0; c < copies; ++c) std::copy(one.begin(), one.end(), w.begin() + c * one.size());
+  // The copies live on huge pages, as a loaded model's regrouped weights do.
+  const size_t matrix_bytes = w.size();
+  std::shared_ptr<std::byte> copies_buf =
+      allocate_huge_page_buffer(matrix_bytes * static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c) {
+    std::copy(w.begin(), w.end(), copies_buf.get() + static_cast<size_t>(c) * matrix_bytes);
   }
-  const size_t matrix_bytes = w.size() / static_cast<size_t>(copies);
   std::vector<float> x(static_cast<size_t>(t) * k, 0.5f), y(static_cast<size_t>(t) * n);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) - 8.0f;
   cpu::MatmulArgs a;
   a.x = x.data();
   a.ldx = static_cast<size_t>(k);
-  a.w = w.data();
+  a.w = copies_buf.get();
   a.w_dtype = type;
   a.w_layout = *layout;
   a.y = y.data();
@@ -270,7 +272,7 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
   a.k = k;
   a.n = n;
   const auto call = [&](int i) {
-    a.w = w.data() + static_cast<size_t>(i % copies) * matrix_bytes;
+    a.w = copies_buf.get() + static_cast<size_t>(i % copies) * matrix_bytes;
     cpu::quant_matmul_isa(a, &pool, isa);
   };
   for (int c = 0; c < copies; ++c) call(c);  // warm-up

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/logging.h"
 #include "kernels/cpu/interleave.h"
 
@@ -35,26 +36,30 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
            !cpu::interleave_supported(m->dtype, slice_rows, m->cols) || m->rows % slice_rows != 0;
   });
   if (todo.empty()) return;
+  // One buffer on huge pages for all of them (64-byte aligned each, so every weight line the
+  // kernels load is one cache line); each source is freed once copied, so memory grows by one
+  // matrix at most.
+  const auto aligned_size = [](const WeightMatrix& m) {
+    return (static_cast<size_t>(m.rows) * dtype_row_bytes(m.dtype, m.cols) + 63) / 64 * 64;
+  };
   size_t bytes = 0;
-  for (const auto& [m, slice_rows] : todo) {
-    bytes += static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
-  }
+  for (const auto& item : todo) bytes += aligned_size(*item.first);
   const double gib = static_cast<double>(bytes) / (1 << 30);
   GS_LOG_INFO << "regrouping " << todo.size() << " weight matrices (" << gib
               << " GiB) 16 rows at a time for the AVX-512 kernels";
-  for (const auto& [m, slice_rows] : todo) {
-    const size_t size = static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
-    // 64-byte aligned so every weight line the kernel loads is one cache line.
-    std::shared_ptr<std::byte> buf(
-        static_cast<std::byte*>(std::aligned_alloc(64, (size + 63) / 64 * 64)), std::free);
-    if (!buf) throw std::bad_alloc();
-    cpu::interleave_rows(m->dtype, m->data, buf.get(), m->rows, m->cols, pool);
+  std::shared_ptr<std::byte> arena = allocate_huge_page_buffer(bytes);
+  size_t offset = 0;
+  for (const auto& item : todo) {
+    WeightMatrix* m = item.first;
+    std::byte* dst = arena.get() + offset;
+    offset += aligned_size(*m);
+    cpu::interleave_rows(m->dtype, m->data, dst, m->rows, m->cols, pool);
     const void* old = m->data;
-    m->data = buf.get();
+    m->data = dst;
     m->layout = WeightLayout::kInterleaved16;
     std::erase_if(w.owned_buffers, [&](const auto& b) { return b.get() == old; });
-    w.owned_buffers.push_back(std::move(buf));
   }
+  w.owned_buffers.push_back(std::move(arena));
   if (tied) w.embed_tokens = w.lm_head;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,15 +1,22 @@
-// Core utilities: dtype conversions, the thread pool's static split, the flag parser.
+// Core utilities: dtype conversions, the thread pool's static split, the flag parser, huge-page
+// buffers.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "cli/arg_parser.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 
 namespace gemmaserve {
@@ -77,6 +84,67 @@ TEST(ThreadPool, GrainKeepsChunkBoundariesAligned) {
   for (auto [b, e] : chunks) {
     EXPECT_EQ(b % 16, 0u);
     EXPECT_TRUE(e == 100 || e % 16 == 0);
+  }
+}
+
+// The THPeligible field of the mapping that holds `p` in /proc/self/smaps ("" if not found).
+std::string thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return line.substr(line.find_last_of(' ') + 1);
+    }
+  }
+  return "";
+}
+
+bool thp_available() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(f, modes);
+  return !modes.empty() && modes.find("[never]") == std::string::npos;
+}
+
+class HugePageBuffer : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv("GEMMASERVE_HUGE_PAGES"); }
+};
+
+TEST_F(HugePageBuffer, IsAlignedWritableAndAdvisedForHugePages) {
+  const size_t bytes = (size_t{5} << 20) + 123;
+  std::shared_ptr<std::byte> buf = allocate_huge_page_buffer(bytes);
+  ASSERT_NE(buf, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.get()) % (size_t{2} << 20), 0u);
+  for (size_t i = 0; i < bytes; i += 4096) buf.get()[i] = static_cast<std::byte>(i >> 12);
+  buf.get()[bytes - 1] = std::byte{7};
+  for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(buf.get()[i], static_cast<std::byte>(i >> 12));
+  EXPECT_EQ(buf.get()[bytes - 1], std::byte{7});
+  if (thp_available()) {
+    EXPECT_EQ(thp_eligible(buf.get()), "1");
+  }
+}
+
+TEST_F(HugePageBuffer, OffKeepsSmallPagesAndOtherValuesAreRejected) {
+  setenv("GEMMASERVE_HUGE_PAGES", "off", 1);
+  std::shared_ptr<std::byte> buf = allocate_huge_page_buffer(size_t{4} << 20);
+  buf.get()[0] = std::byte{1};
+  if (thp_available()) {
+    EXPECT_EQ(thp_eligible(buf.get()), "0");
+  }
+  setenv("GEMMASERVE_HUGE_PAGES", "yes", 1);
+  try {
+    allocate_huge_page_buffer(64);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "GEMMASERVE_HUGE_PAGES must be auto or off, got 'yes'");
   }
 }
 
