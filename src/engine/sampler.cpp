@@ -174,11 +174,24 @@ double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11)
 }  // namespace
 
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
-    if (logits[i] > logits[best] || std::isnan(logits[best])) best = i;
+  // The first index of the largest value, NaN ignored (the last index when all are NaN), in two
+  // passes (a running maximum in 16 lanes, then a search for it).
+  const auto n = static_cast<int32_t>(logits.size());
+  const float* x = logits.data();
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, kNegInf);
+  int32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
   }
-  return best;
+  float mx = kNegInf;
+  for (int l = 0; l < kLanes; ++l) mx = lane[l] > mx ? lane[l] : mx;
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  for (i = 0; i < n; ++i) {
+    if (x[i] == mx) return i;
+  }
+  return std::max(n - 1, 0);
 }
 
 TokenLogprobs top_logprobs(std::span<const float> logits, int k, int32_t also) {
@@ -234,26 +247,60 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
 
   if (top_p >= 1.0) {
     // The full-vocabulary exp pass is the sampler's main cost: one vectorised float pass (a
-    // double exp per token took ~1 ms of every decoded token), then the kept weights are summed
-    // in double, in the same order by both passes.
+    // double exp per token took ~1 ms of every decoded token).
     thread_local std::vector<float> weights;
+    thread_local std::vector<double> block_sums;
     weights.resize(static_cast<size_t>(n));
     cpu::exp_scaled(x.data(), weights.data(), n, x[best], static_cast<float>(1.0 / t));
+    // Kept weights are summed per block of kSumBlock tokens in kSumLanes independent double
+    // sums, folded in a fixed order (one chain of 262144 dependent adds took ~0.25 ms per
+    // token); the draw walks the block sums, then its block token by token.
+    constexpr int32_t kSumBlock = 1024;
+    constexpr int kSumLanes = 8;
+    const int32_t blocks = (n + kSumBlock - 1) / kSumBlock;
+    block_sums.resize(static_cast<size_t>(blocks));
+    // keep(v) as one float threshold: -inf weighs 0 and NaN fails it.
+    float floor = static_cast<float>(min_logit);
+    if (static_cast<double>(floor) < min_logit) floor = std::nextafter(floor, HUGE_VALF);
+    const float threshold = std::max(kth, floor);
     double total = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      if (!keep(x[i])) continue;
-      total += weights[i];
+    for (int32_t b = 0; b < blocks; ++b) {
+      const int32_t end = std::min(n, (b + 1) * kSumBlock);
+      double lane[kSumLanes] = {};
+      int32_t i = b * kSumBlock;
+      for (; i + kSumLanes <= end; i += kSumLanes) {
+        for (int l = 0; l < kSumLanes; ++l) {
+          lane[l] += x[i + l] >= threshold ? weights[i + l] : 0.0f;
+        }
+      }
+      double sum = 0;
+      for (int l = 0; l < kSumLanes; ++l) sum += lane[l];
+      for (; i < end; ++i) sum += x[i] >= threshold ? weights[i] : 0.0f;
+      block_sums[static_cast<size_t>(b)] = sum;
+      total += sum;
     }
     const double r = uniform01(rng) * total;
     double acc = 0;
-    int32_t last = best;
-    for (int32_t i = 0; i < n; ++i) {
-      if (!keep(x[i])) continue;
-      acc += weights[i];
-      last = i;
-      if (r < acc) return i;
+    for (int32_t b = 0; b < blocks; ++b) {
+      const double sum = block_sums[static_cast<size_t>(b)];
+      if (!(r < acc + sum)) {
+        acc += sum;
+        continue;
+      }
+      int32_t last = -1;
+      for (int32_t i = b * kSumBlock; i < std::min(n, (b + 1) * kSumBlock); ++i) {
+        if (!keep(x[i])) continue;
+        acc += weights[i];
+        last = i;
+        if (r < acc) return i;
+      }
+      if (last >= 0) return last;  // the block's own order rounded below its sum
     }
-    return last;  // rounding left r at the very top
+    // Rounding left r at the very top: the last kept token.
+    for (int32_t i = n - 1; i >= 0; --i) {
+      if (keep(x[i])) return i;
+    }
+    return best;
   }
 
   // top_p keeps the smallest prefix (by probability, descending) whose mass reaches top_p.

@@ -18,6 +18,54 @@ TEST(Sampler, ArgmaxPrefersLowerIdOnTies) {
   EXPECT_EQ(argmax(l), 1);
 }
 
+TEST(Sampler, ArgmaxIgnoresNanAndFindsTheFirstMaximumAnywhere) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> l(1000, -5.0f);  // past the 16-lane part: a tail of 8
+  l[0] = nan;
+  l[500] = 7.0f;
+  l[997] = 7.0f;
+  EXPECT_EQ(argmax(l), 500);
+  l[999] = 8.0f;  // in the tail
+  EXPECT_EQ(argmax(l), 999);
+  l[3] = nan;
+  l[17] = inf;
+  EXPECT_EQ(argmax(l), 17);
+  EXPECT_EQ(argmax(std::vector<float>{nan, -inf, -inf}), 1);
+  EXPECT_EQ(argmax(std::vector<float>{nan, nan}), 1);  // all NaN: the last
+  EXPECT_EQ(argmax(std::vector<float>{2.0f}), 0);
+}
+
+TEST(Sampler, DrawsAcrossAVocabularyOfManyBlocksFollowTheWeights) {
+  // Three kept tokens in different 1024-token blocks, with blocks of masked tokens between:
+  // odds 1:2:1, whatever block the draw lands in.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> l(262144, -inf);
+  l[3] = 0.0f;
+  l[1500] = std::log(2.0f);
+  l[262143] = 0.0f;
+  SamplingParams p;
+  p.temperature = 1.0;
+  std::mt19937_64 rng(11);
+  std::map<int32_t, int> seen;
+  const int n = 4000;
+  for (int i = 0; i < n; ++i) ++seen[sample_token(l, p, rng)];
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_NEAR(seen[3] / double(n), 0.25, 0.03);
+  EXPECT_NEAR(seen[1500] / double(n), 0.5, 0.03);
+  EXPECT_NEAR(seen[262143] / double(n), 0.25, 0.03);
+  // top_k 2 with a flat tail: only the two largest, never a masked token.
+  for (size_t i = 0; i < l.size(); i += 7) l[i] = -3.0f;
+  l[1500] = 5.0f;
+  l[200000] = 5.0f;
+  SamplingParams k2;
+  k2.top_k = 2;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = sample_token(l, k2, rng);
+    ASSERT_TRUE(t == 1500 || t == 200000) << t;
+  }
+}
+
 TEST(Sampler, TopLogprobsAreLogSoftmaxOfRawLogits) {
   std::vector<float> l = {0.0f, 1.0f, 2.0f, 2.0f};
   TokenLogprobs lp = top_logprobs(l, 2);
@@ -91,8 +139,7 @@ TEST(Sampler, ValidateNamesTheField) {
   };
   EXPECT_EQ(message([](SamplingParams& p) { p.temperature = -1; }),
             "temperature must be non-negative, got -1.0.");
-  EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }),
-            "top_p must be in (0, 1], got 0.0.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }), "top_p must be in (0, 1], got 0.0.");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = 101; }),
             "Requested sample logprobs of 101, which is greater than max allowed: 100");
   EXPECT_EQ(message([](SamplingParams& p) { p.logprobs = -2; }),
@@ -105,8 +152,7 @@ TEST(Sampler, ValidateNamesTheField) {
             "temperature must be in [0, 2], got 2.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.top_k = -2; }),
             "top_k must be 0 (disable), or at least 1, got -2.");
-  EXPECT_EQ(message([](SamplingParams& p) { p.min_p = 1.5; }),
-            "min_p must be in [0, 1], got 1.5.");
+  EXPECT_EQ(message([](SamplingParams& p) { p.min_p = 1.5; }), "min_p must be in [0, 1], got 1.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.presence_penalty = 2.5; }),
             "presence_penalty must be in [-2, 2], got 2.5.");
   EXPECT_EQ(message([](SamplingParams& p) { p.frequency_penalty = -3; }),
