@@ -102,6 +102,18 @@ void Gemma4Forward::for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> f
   });
 }
 
+void Gemma4Forward::for_elements(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) {
+  // Below this a section's hand-over costs more than the half of the work it moves.
+  constexpr int64_t kMinParallel = 4096;
+  if (pool_ == nullptr || n < kMinParallel) {
+    fn(0, n);
+    return;
+  }
+  pool_->parallel_for_grain(static_cast<size_t>(n), 64, [&](size_t b, size_t e) {
+    fn(static_cast<int64_t>(b), static_cast<int64_t>(e));
+  });
+}
+
 cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
                                            const float* x, size_t ldx, int64_t t, float* y,
                                            size_t ldy, cpu::MatmulPrecision precision) const {
@@ -324,9 +336,8 @@ void Gemma4Forward::logits(ForwardOutput* out) {
   linear(w_.lm_head, 0, V, ws_.normed.data(), H, R, out->logits.data(), V);
   if (cfg_.final_logit_softcapping && *cfg_.final_logit_softcapping > 0) {
     const float cap = static_cast<float>(*cfg_.final_logit_softcapping);
-    for_rows(R, [&](int64_t b, int64_t e) {
-      cpu::soft_cap(out->logits.data() + b * V, (e - b) * V, cap);
-    });
+    for_elements(R * V,
+                 [&](int64_t b, int64_t e) { cpu::soft_cap(out->logits.data() + b, e - b, cap); });
   }
 }
 

@@ -113,6 +113,9 @@ class Gemma4Forward {
                               cpu::MatmulPrecision precision) const;
   int64_t num_rows() const;
   void for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> fn);
+  // Element-wise work over n values on the pool in pieces of whole 64 values (the SIMD ops give
+  // an element the same bits wherever its piece starts), so one row is shared out too.
+  void for_elements(int64_t n, FunctionRef<void(int64_t, int64_t)> fn);
 
   // gemma4_layer.cpp
   void layer(int l, std::span<const SequenceInput> batch, KvCache& cache);

@@ -149,9 +149,9 @@ void Gemma4Forward::feed_forward_block(int l) {
   linear_group({{&lw.gate_proj, ws_.gate.data(), static_cast<size_t>(I)},
                 {&lw.up_proj, ws_.up.data(), static_cast<size_t>(I)}},
                ws_.normed.data(), H, R);
-  for_rows(R, [&](int64_t b, int64_t e) {
-    cpu::gelu_tanh_mul(&ws_.gate[static_cast<size_t>(b * I)], &ws_.up[static_cast<size_t>(b * I)],
-                       &ws_.gate[static_cast<size_t>(b * I)], (e - b) * I);
+  for_elements(R * I, [&](int64_t b, int64_t e) {
+    cpu::gelu_tanh_mul(&ws_.gate[static_cast<size_t>(b)], &ws_.up[static_cast<size_t>(b)],
+                       &ws_.gate[static_cast<size_t>(b)], e - b);
   });
   linear(lw.down_proj, 0, H, ws_.gate.data(), I, R, ws_.ffn.data(), H);
 

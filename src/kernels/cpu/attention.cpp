@@ -413,9 +413,15 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
     const int64_t total = cost_prefix.back();
     for (size_t p = 1; p < parts; ++p) {
       const int64_t target = total * static_cast<int64_t>(p) / static_cast<int64_t>(parts);
-      bounds[p] = static_cast<size_t>(
+      size_t at = static_cast<size_t>(
           std::lower_bound(cost_prefix.begin(), cost_prefix.end(), target) - cost_prefix.begin());
-      bounds[p] = std::clamp(bounds[p], bounds[p - 1], items.size());
+      // The nearer boundary, the earlier one on a tie: part 0 runs on the calling thread, which
+      // folds the pieces afterwards (decode of one sequence has only a few segments to share).
+      if (at > 0 && at < cost_prefix.size() &&
+          target - cost_prefix[at - 1] <= cost_prefix[at] - target) {
+        --at;
+      }
+      bounds[p] = std::clamp(at, bounds[p - 1], items.size());
     }
     pool->parallel_for(parts, [&](size_t b, size_t e) {
       for (size_t p = b; p < e; ++p) run_range(p, bounds[p], bounds[p + 1]);
