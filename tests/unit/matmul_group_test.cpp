@@ -1,16 +1,21 @@
 // matmul_group (several weight matrices applied to one X in one parallel section): every part's
 // output is bitwise what a separate matmul() call gives, for every weight dtype and precision,
-// with part sizes that cut across the threads' 16-row chunks; mismatched parts are refused.
+// with part sizes that cut across the threads' 16-row chunks; mismatched parts are refused. A
+// decode product's rows are shared out once each, a thread that finishes taking another's tail.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant.h"
 
 namespace gemmaserve::cpu {
@@ -96,6 +101,46 @@ TEST(MatmulGroup, EveryPartBitwiseEqualToItsOwnCall) {
       }
     }
   }
+}
+
+// Two parts of 512 rows (64 units of 16 rows, 32 per thread). The thread that claims unit 0
+// (with units 1-15: half of its share) is held there until 48 units are done elsewhere, which
+// happens only if the other thread, after its own 32, takes units 16-31 from the back of the
+// held share. The other thread starts only once unit 0 is claimed, so it cannot take it first.
+TEST(MatmulGroup, DecodeRowsAreSharedOutOnceAndAFreeThreadTakesAnothersTail) {
+  ThreadPool pool(2);
+  MatmulArgs a;
+  a.t = 1;
+  a.k = 256;
+  a.n = 512;
+  const MatmulArgs parts[2] = {a, a};
+  std::vector<std::atomic<int>> runs(64);
+  std::vector<std::thread::id> runner(64);
+  std::atomic<bool> zero_claimed{false};
+  std::atomic<int> done_elsewhere{0};
+  bool released = false;
+  const auto wait_until = [](auto&& ready) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!ready() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    return ready();
+  };
+  detail::parallel_over_parts(parts, &pool, [&](size_t part, int64_t b, int64_t e) {
+    const int64_t first = static_cast<int64_t>(part) * 32 + b / 16;
+    if (first == 0) {
+      zero_claimed.store(true);
+      released = wait_until([&] { return done_elsewhere.load() >= 48; });
+    } else {
+      wait_until([&] { return zero_claimed.load(); });
+    }
+    for (int64_t u = first; u < first + (e - b) / 16; ++u) {
+      runs[static_cast<size_t>(u)].fetch_add(1);
+      runner[static_cast<size_t>(u)] = std::this_thread::get_id();
+    }
+    if (first != 0) done_elsewhere.fetch_add(static_cast<int>((e - b) / 16));
+  });
+  EXPECT_TRUE(released);
+  for (size_t u = 0; u < 64; ++u) EXPECT_EQ(runs[u].load(), 1) << "unit " << u;
+  for (size_t u = 16; u < 32; ++u) EXPECT_NE(runner[u], runner[0]) << "unit " << u;
 }
 
 TEST(MatmulGroup, RefusesPartsThatDoNotShareX) {
