@@ -358,8 +358,12 @@ void paged_attention(const float* q, size_t ldq, const PagedKv& kv, const Attent
       task.block_table = seq.block_table;
       task.kv_head = item.kv_head;
       task.group = group * nq;
-      // A split item's next segment is another piece's: nothing to request for it here.
-      task.prefetch_end = split ? 0 : range.end;
+      // A split item's next segment is another piece's: requested only if this thread runs
+      // it next (otherwise each segment's first chunk waited on memory).
+      const bool next_piece_here = split && i + 1 < end && items[i + 1].seq == item.seq &&
+                                   items[i + 1].query == item.query &&
+                                   items[i + 1].kv_head == item.kv_head;
+      task.prefetch_end = !split || next_piece_here ? range.end : 0;
       // Several segments, or several queries (the state is overwritten by segments a query
       // does not reach): each query's segments are folded into `total`.
       const bool folded = nq > 1 || item.end_segment - item.first_segment > 1;
