@@ -21,8 +21,9 @@ using DotFn = float (*)(const float*, const float*, int64_t);
 constexpr size_t kThreadGrainRows = 16;
 // Products smaller than this many multiply-adds are not worth waking the workers for.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
-// Products of up to this many X rows (decode) share their tail units between threads.
-constexpr int64_t kMaxStealingRows = 8;
+// Products of this many X rows (decode of one sequence) share their tail units between
+// threads; batched decode (3-group tiles, which a half-share claim would cut) keeps its split.
+constexpr int64_t kMaxStealingRows = 1;
 constexpr size_t kMaxStealingThreads = 64;
 
 // A thread's share of 16-row units, [front, back) in one word: its owner claims from the
@@ -251,7 +252,7 @@ void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
     });
     return;
   }
-  // Decode: each thread starts on its static share, claiming it from the front half of
+  // One X row: each thread starts on its static share, claiming it from the front half of
   // what is left at a time, then takes single 16-row units from the back of the others'.
   // Each core's memory stream differs from one section to the next, and static shares left
   // each thread waiting ~1-1.5 % of decode for the other.
