@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
@@ -142,16 +143,44 @@ void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t row
   linear(w, row_begin, rows, x, ldx, t, y, ldy, precision_);
 }
 
+Gemma4Forward::WeightBytes Gemma4Forward::weight_bytes(
+    std::initializer_list<const WeightMatrix*> run) {
+  const auto bytes = [](const WeightMatrix& m) {
+    return static_cast<size_t>(m.rows) * dtype_row_bytes(m.dtype, m.cols);
+  };
+  const WeightMatrix& first = **run.begin();
+  if (!first) return {};
+  const auto* start = static_cast<const std::byte*>(first.data);
+  const std::byte* end = start + bytes(first);
+  for (auto it = run.begin() + 1; it != run.end() && **it; ++it) {
+    const auto* p = static_cast<const std::byte*>((*it)->data);
+    if (p < end || p > end + 64) break;  // not the next one in memory (64-byte alignment)
+    end = p + bytes(**it);
+  }
+  return {start, static_cast<size_t>(end - start)};
+}
+
+Gemma4Forward::WeightBytes Gemma4Forward::layer_first_weights(int l) const {
+  if (l >= cfg_.num_hidden_layers) return weight_bytes({&w_.lm_head});
+  const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+  return weight_bytes({&lw.q_proj, &lw.k_proj, &lw.v_proj});
+}
+
 void Gemma4Forward::linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x,
                            size_t ldx, int64_t t, float* y, size_t ldy,
                            cpu::MatmulPrecision precision) {
+  const WeightBytes next = std::exchange(next_, {});
   if (t == 0 || rows == 0) return;
-  cpu::matmul(matmul_args(w, row_begin, rows, x, ldx, t, y, ldy, precision), pool_);
+  cpu::MatmulArgs args = matmul_args(w, row_begin, rows, x, ldx, t, y, ldy, precision);
+  args.next_w = next.data;
+  args.next_bytes = next.bytes;
+  cpu::matmul(args, pool_);
   calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const float* x, size_t ldx,
                                  int64_t t) {
+  const WeightBytes next = std::exchange(next_, {});
   if (t == 0 || outs.size() == 0) return;
   const WeightMatrix& first = *outs.begin()->w;
   bool shared = true;
@@ -168,6 +197,8 @@ void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const fl
     if (n == parts.size()) throw std::logic_error("linear_group: more than 4 matrices");
     parts[n++] = matmul_args(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy, precision_);
   }
+  parts[0].next_w = next.data;
+  parts[0].next_bytes = next.bytes;
   cpu::matmul_group(std::span<const cpu::MatmulArgs>(parts.data(), n), pool_);
   calls_.fetch_add(n, std::memory_order_relaxed);
 }
@@ -248,6 +279,7 @@ void Gemma4Forward::embed() {
   const int64_t LP = L * P;
   ws_.ple.resize(static_cast<size_t>(T * LP));
   ws_.ffn.resize(static_cast<size_t>(T * LP));
+  read_next(layer_first_weights(0));
   linear(w_.per_layer_model_projection, 0, LP, ws_.x.data(), H, T, ws_.ffn.data(), LP);
   const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
   const float token_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
@@ -333,6 +365,9 @@ void Gemma4Forward::logits(ForwardOutput* out) {
   if (R == 0) return;
   ws_.normed.resize(static_cast<size_t>(R * H));
   cpu::rms_norm_rows(ws_.x.data(), H, w_.final_norm.data(), ws_.normed.data(), H, R, H, plan_.eps);
+  // The next step starts with the per-layer-input projection, or with layer 0.
+  read_next(cfg_.hidden_size_per_layer_input > 0 ? weight_bytes({&w_.per_layer_model_projection})
+                                                 : layer_first_weights(0));
   linear(w_.lm_head, 0, V, ws_.normed.data(), H, R, out->logits.data(), V);
   if (cfg_.final_logit_softcapping && *cfg_.final_logit_softcapping > 0) {
     const float cap = static_cast<float>(*cfg_.final_logit_softcapping);

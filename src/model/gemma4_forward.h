@@ -111,6 +111,18 @@ class Gemma4Forward {
   cpu::MatmulArgs matmul_args(const WeightMatrix& w, int64_t row_begin, int64_t rows,
                               const float* x, size_t ldx, int64_t t, float* y, size_t ldy,
                               cpu::MatmulPrecision precision) const;
+  // The weights the product after the next linear()/linear_group() will read (the kernels
+  // request their start between the two sections); used by that call only.
+  struct WeightBytes {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  // Matrices first..last (an empty matrix ends the run early) when they lie one after another
+  // in memory, as the regrouped weights do; else `first` alone.
+  static WeightBytes weight_bytes(std::initializer_list<const WeightMatrix*> run);
+  // What layer l reads first: its q (and k, v), or the LM head after the last layer.
+  WeightBytes layer_first_weights(int l) const;
+  void read_next(WeightBytes next) { next_ = next; }
   int64_t num_rows() const;
   void for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> fn);
   // Element-wise work over n values on the pool in pieces of whole 64 values (the SIMD ops give
@@ -136,6 +148,7 @@ class Gemma4Forward {
   std::atomic<uint64_t>& calls_;
   cpu::MatmulPrecision precision_;  // the model's, for every product of every step
   int64_t moe_slot_floats_;
+  WeightBytes next_;
 };
 
 // Builds the plan for a model (validates RoPE and geometry; throws InputError).

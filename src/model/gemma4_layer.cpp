@@ -48,6 +48,7 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
   ws_.q.resize(static_cast<size_t>(R * qw));
   cpu::rms_norm_rows(ws_.x.data(), H, lw.input_layernorm.data(), ws_.normed.data(), H, R, H, eps);
   const bool own_kv = !spec.kv_shared();
+  read_next(weight_bytes({&lw.o_proj}));
   const LinearOut q_out{&lw.q_proj, ws_.q.data(), static_cast<size_t>(qw)};
   if (own_kv) {
     ws_.k.resize(static_cast<size_t>(R * kvw));
@@ -126,6 +127,7 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
                        &ws_.attention);
 
   ws_.proj.resize(static_cast<size_t>(R * H));
+  read_next(weight_bytes({&lw.gate_proj, &lw.up_proj}));
   linear(lw.o_proj, 0, H, ws_.attn.data(), qw, R, ws_.proj.data(), H);
   cpu::rms_norm_rows(ws_.proj.data(), H, lw.post_attention_layernorm.data(), ws_.proj.data(), H, R,
                      H, eps);
@@ -146,6 +148,7 @@ void Gemma4Forward::feed_forward_block(int l) {
   ws_.ffn.resize(static_cast<size_t>(R * H));
   cpu::rms_norm_rows(ws_.x.data(), H, lw.pre_feedforward_layernorm.data(), ws_.normed.data(), H, R,
                      H, eps);
+  read_next(weight_bytes({&lw.down_proj}));
   linear_group({{&lw.gate_proj, ws_.gate.data(), static_cast<size_t>(I)},
                 {&lw.up_proj, ws_.up.data(), static_cast<size_t>(I)}},
                ws_.normed.data(), H, R);
@@ -153,6 +156,9 @@ void Gemma4Forward::feed_forward_block(int l) {
     cpu::gelu_tanh_mul(&ws_.gate[static_cast<size_t>(b)], &ws_.up[static_cast<size_t>(b)],
                        &ws_.gate[static_cast<size_t>(b)], e - b);
   });
+  read_next(cfg_.enable_moe_block                  ? WeightBytes{}
+            : cfg_.hidden_size_per_layer_input > 0 ? weight_bytes({&lw.per_layer_input_gate})
+                                                   : layer_first_weights(l + 1));
   linear(lw.down_proj, 0, H, ws_.gate.data(), I, R, ws_.ffn.data(), H);
 
   if (cfg_.enable_moe_block) {
@@ -177,11 +183,13 @@ void Gemma4Forward::per_layer_input_block(int l) {
   const int64_t LP = static_cast<int64_t>(cfg_.num_hidden_layers) * P;
   ws_.ple_gate.resize(static_cast<size_t>(R * P));
   ws_.proj.resize(static_cast<size_t>(R * H));
+  read_next(weight_bytes({&lw.per_layer_projection}));
   linear(lw.per_layer_input_gate, 0, P, ws_.x.data(), H, R, ws_.ple_gate.data(), P);
   for (int64_t r = 0; r < R; ++r) {
     cpu::gelu_tanh_mul_inplace(&ws_.ple_gate[static_cast<size_t>(r * P)],
                                &ws_.ple[static_cast<size_t>(r * LP + l * P)], P);
   }
+  read_next(layer_first_weights(l + 1));
   linear(lw.per_layer_projection, 0, H, ws_.ple_gate.data(), P, R, ws_.proj.data(), H);
   cpu::rms_norm_rows(ws_.proj.data(), H, lw.post_per_layer_input_norm.data(), ws_.proj.data(), H, R,
                      H, plan_.eps);
