@@ -43,15 +43,6 @@ uint32_t wait_for_change(const std::atomic<uint32_t>& value, uint32_t old) {
   }
 }
 
-// Chunk `index` of `parts` over [0, n) in units of `grain`.
-std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t index) {
-  size_t units = (n + grain - 1) / grain;
-  size_t per = units / parts, extra = units % parts;
-  size_t begin_unit = index * per + std::min(index, extra);
-  size_t end_unit = begin_unit + per + (index < extra ? 1 : 0);
-  return {std::min(n, begin_unit * grain), std::min(n, end_unit * grain)};
-}
-
 #if defined(__linux__)
 // The CPUs this process may use, read once, before any pool pins a thread (a pinned thread's
 // own mask would otherwise shrink to one CPU for every pool built from it later).
@@ -106,6 +97,14 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::parallel_for(size_t n, RangeFn fn) { parallel_for_grain(n, 1, fn); }
+
+std::pair<size_t, size_t> ThreadPool::chunk(size_t n, size_t grain, size_t parts, size_t index) {
+  size_t units = (n + grain - 1) / grain;
+  size_t per = units / parts, extra = units % parts;
+  size_t begin_unit = index * per + std::min(index, extra);
+  size_t end_unit = begin_unit + per + (index < extra ? 1 : 0);
+  return {std::min(n, begin_unit * grain), std::min(n, end_unit * grain)};
+}
 
 void ThreadPool::parallel_for_grain(size_t n, size_t grain, RangeFn fn) {
   if (n == 0) return;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/function_ref.h"
@@ -35,6 +36,9 @@ class ThreadPool {
 
   // Like parallel_for but chunks are multiples of `grain` (the last may be shorter).
   void parallel_for_grain(size_t n, size_t grain, RangeFn fn);
+
+  // The chunk [begin, end) that thread `index` of `parts` gets from parallel_for_grain(n, grain).
+  static std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t index);
 
  private:
   void worker_loop(size_t index, int cpu);

@@ -226,7 +226,12 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
   auto weight = [&](float v) { return std::exp((static_cast<double>(v) - mx) / t); };
   // min_p keeps p >= min_p * p_max, i.e. a logit at least t * log(min_p) below the top.
   const double min_logit = min_p > 0.0 ? mx + t * std::log(min_p) : -HUGE_VAL;
-  auto passes_min_p = [&](float v) { return v >= min_logit; };
+  // As a float bound: the smallest float at or above min_logit.
+  float min_p_floor = static_cast<float>(min_logit);
+  if (static_cast<double>(min_p_floor) < min_logit) {
+    min_p_floor = std::nextafter(min_p_floor, HUGE_VALF);
+  }
+  auto passes_min_p = [&](float v) { return v >= min_p_floor; };
 
   // top_k keeps every token tied with the k-th largest logit (vLLM masks logits < k-th).
   float kth = kNegInf;
@@ -243,7 +248,9 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
     }
     if (static_cast<int>(heap.size()) == top_k) kth = heap.top();
   }
-  auto keep = [&](float v) { return v > kNegInf && v >= kth && passes_min_p(v); };
+  // Kept: at or above both bounds (NaN fails), and not masked.
+  const float threshold = std::max(kth, min_p_floor);
+  auto keep = [&](float v) { return v > kNegInf && v >= threshold; };
 
   if (top_p >= 1.0) {
     // The full-vocabulary exp pass is the sampler's main cost: one vectorised float pass (a
@@ -259,10 +266,7 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
     constexpr int kSumLanes = 8;
     const int32_t blocks = (n + kSumBlock - 1) / kSumBlock;
     block_sums.resize(static_cast<size_t>(blocks));
-    // keep(v) as one float threshold: -inf weighs 0 and NaN fails it.
-    float floor = static_cast<float>(min_logit);
-    if (static_cast<double>(floor) < min_logit) floor = std::nextafter(floor, HUGE_VALF);
-    const float threshold = std::max(kth, floor);
+    // keep() without its -inf test, which the sums need not make: -inf weighs 0.
     double total = 0;
     for (int32_t b = 0; b < blocks; ++b) {
       const int32_t end = std::min(n, (b + 1) * kSumBlock);

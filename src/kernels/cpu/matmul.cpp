@@ -272,11 +272,8 @@ void parallel_over_parts(std::span<const MatmulArgs> parts, ThreadPool* pool,
   const size_t threads = pool->size();
   UnitQueue queues[kMaxStealingThreads];
   for (size_t i = 0; i < threads; ++i) {
-    const auto per = static_cast<uint32_t>(units / threads);
-    const auto extra = static_cast<uint32_t>(units % threads);
-    const auto idx = static_cast<uint32_t>(i);
-    const uint32_t begin = idx * per + std::min(idx, extra);
-    queues[i].store(begin, begin + per + (idx < extra ? 1 : 0));
+    const auto [begin, end] = ThreadPool::chunk(units, 1, threads, i);
+    queues[i].store(static_cast<uint32_t>(begin), static_cast<uint32_t>(end));
   }
   auto run_units = [&](uint32_t b, uint32_t e) {
     rows(static_cast<int64_t>(b * kThreadGrainRows),
