@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -17,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "test_support.h"
 
 namespace gemmaserve::cpu {
@@ -98,6 +100,21 @@ TEST(CpuFeatures, ChosenLevelIsSupportedAndNamesParse) {
   const CpuFeatures& f = cpu_features();
   if (cpu_supports(CpuIsa::kAvx512)) {
     EXPECT_TRUE(f.avx2 && f.avx512f && f.avx512bw);
+  }
+}
+
+TEST(Matmul, OnceLinePrefetchParsesItsTwoKinds) {
+  EXPECT_EQ(parse_once_line_prefetch("nta"), LinePrefetch::kOnceNonTemporal);
+  EXPECT_EQ(parse_once_line_prefetch("l2"), LinePrefetch::kOnceL2);
+  try {
+    parse_once_line_prefetch("t0");
+    ADD_FAILURE() << "no error for t0";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "GEMMASERVE_LINE_PREFETCH must be nta or l2, got 't0'");
+  }
+  const LinePrefetch chosen = once_line_prefetch();
+  if (std::getenv("GEMMASERVE_LINE_PREFETCH") == nullptr) {
+    EXPECT_EQ(chosen, cpu_features().amd ? LinePrefetch::kOnceNonTemporal : LinePrefetch::kOnceL2);
   }
 }
 

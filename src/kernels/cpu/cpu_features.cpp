@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "kernels/cpu/line_prefetch.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -24,6 +25,8 @@ uint64_t read_xcr0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "Auth" "enti" "cAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
   if (!osxsave) return f;
@@ -54,6 +57,12 @@ CpuIsa best_isa() {
   if (cpu_supports(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_supports(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kPortable;
+}
+
+LinePrefetch choose_once_line_prefetch() {
+  const char* forced = std::getenv("GEMMASERVE_LINE_PREFETCH");
+  if (forced != nullptr && *forced != '\0') return parse_once_line_prefetch(forced);
+  return cpu_features().amd ? LinePrefetch::kOnceNonTemporal : LinePrefetch::kOnceL2;
 }
 
 CpuIsa choose_isa() {
@@ -93,6 +102,18 @@ bool cpu_supports(CpuIsa isa) {
 CpuIsa cpu_isa() {
   static const CpuIsa isa = choose_isa();
   return isa;
+}
+
+LinePrefetch once_line_prefetch() {
+  static const LinePrefetch kind = choose_once_line_prefetch();
+  return kind;
+}
+
+LinePrefetch parse_once_line_prefetch(const char* name) {
+  const std::string s = name;
+  if (s == "nta") return LinePrefetch::kOnceNonTemporal;
+  if (s == "l2") return LinePrefetch::kOnceL2;
+  throw InputError("GEMMASERVE_LINE_PREFETCH must be nta or l2, got '" + s + "'");
 }
 
 const char* cpu_isa_name(CpuIsa isa) {

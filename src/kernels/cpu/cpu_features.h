@@ -14,6 +14,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx_vnni = false;
+  bool amd = false;  // cpuid vendor "AuthenticAMD"
 };
 
 // Kernel levels, lowest first. kAvx2 needs avx2+fma+f16c; kAvx512 needs avx512f/bw/dq/vl too.

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -28,13 +29,22 @@ constexpr size_t kMaxStealingThreads = 64;
 
 // The first bytes of thread `index`'s share of the next product's weights (a.next_w), as
 // lines read once. 16 KiB: about one 16-row group, what a section's start waited on.
+template <LinePrefetch kOnce>
 void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
   constexpr size_t kPrefetchBytes = size_t{16} << 10;
-  if (a.next_w == nullptr || a.next_bytes == 0) return;
   const size_t begin = a.next_bytes / threads * index / 64 * 64;
   const size_t end = std::min(a.next_bytes, begin + kPrefetchBytes);
   const auto* p = static_cast<const char*>(a.next_w);
-  for (size_t off = begin; off < end; off += 64) __builtin_prefetch(p + off, 0, 0);
+  for (size_t off = begin; off < end; off += 64) prefetch_line<kOnce>(p + off);
+}
+
+void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
+  if (a.next_w == nullptr || a.next_bytes == 0) return;
+  if (once_line_prefetch() == LinePrefetch::kOnceNonTemporal) {
+    prefetch_next_share<LinePrefetch::kOnceNonTemporal>(a, index, threads);
+  } else {
+    prefetch_next_share<LinePrefetch::kOnceL2>(a, index, threads);
+  }
 }
 
 // A thread's share of 16-row units, [front, back) in one word: its owner claims from the

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/matmul_kernels.h"
 
 #if defined(__x86_64__)
@@ -25,16 +26,12 @@ namespace {
 // first X tile of a group; later X tiles find them in cache.
 constexpr size_t kPrefetchBytes = size_t{16} << 10;
 
-// What a tile prefetches: nothing, lines later X tiles reuse, or lines read once (one X row):
-// those go in as non-temporal, which streams decode weights 5-10 % faster on two cores
-// (bench quant-kernel --t 1 --threads 2, Zen 5) and leaves L2 and L3 to the KV cache.
-enum class Prefetch { kNone, kReused, kOnce };
+// What a tile prefetches: nothing, lines later X tiles reuse, or lines one X row reads once.
+using Prefetch = LinePrefetch;
 
 template <Prefetch kPrefetch>
-GS_AVX512 inline void prefetch_line(const std::byte* line) {
-  const auto* p = reinterpret_cast<const char*>(line) + kPrefetchBytes;
-  if constexpr (kPrefetch == Prefetch::kReused) _mm_prefetch(p, _MM_HINT_T0);
-  if constexpr (kPrefetch == Prefetch::kOnce) _mm_prefetch(p, _MM_HINT_NTA);
+GS_AVX512 inline void prefetch_ahead(const std::byte* line) {
+  prefetch_line<kPrefetch>(reinterpret_cast<const char*>(line) + kPrefetchBytes);
 }
 
 struct Groups {
@@ -64,14 +61,14 @@ GS_AVX512 void f32_tile(const MatmulArgs& a, const Groups& gs, int64_t t0, int64
     for (int g = 0; g < RG; ++g) {
       if constexpr (D == DType::kBF16) {
         const std::byte* line = w[g] + 64 * p;
-        prefetch_line<kPrefetch>(line);
+        prefetch_ahead<kPrefetch>(line);
         const __m512i v = _mm512_loadu_si512(line);
         we[g] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[g] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
       } else {
         const std::byte* line = w[g] + 128 * p;
-        prefetch_line<kPrefetch>(line);
-        prefetch_line<kPrefetch>(line + 64);
+        prefetch_ahead<kPrefetch>(line);
+        prefetch_ahead<kPrefetch>(line + 64);
         we[g] = _mm512_loadu_ps(line);
         wo[g] = _mm512_loadu_ps(line + 64);
       }
@@ -107,7 +104,7 @@ GS_AVX512_BF16 void bf16_tile(const MatmulArgs& a, const Groups& gs, const uint1
     __m512bh v[RG];
     for (int g = 0; g < RG; ++g) {
       const std::byte* line = w[g] + 64 * p;
-      prefetch_line<kPrefetch>(line);
+      prefetch_ahead<kPrefetch>(line);
       v[g] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(line));
     }
     for (int i = 0; i < RX; ++i) {
@@ -151,11 +148,20 @@ inline void run_groups(int64_t t_count, int64_t g_begin, int64_t g_end, const Ti
 }
 
 // Decode of one row: every line is read once.
-template <int RG, class Tile>
+template <int RG, Prefetch kOnce, class Tile>
 inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile) {
   int64_t g = g_begin;
-  for (; g + RG <= g_end; g += RG) tile.template operator()<RG, 1, Prefetch::kOnce>(0, g);
-  for (; g < g_end; ++g) tile.template operator()<1, 1, Prefetch::kOnce>(0, g);
+  for (; g + RG <= g_end; g += RG) tile.template operator()<RG, 1, kOnce>(0, g);
+  for (; g < g_end; ++g) tile.template operator()<1, 1, kOnce>(0, g);
+}
+
+template <int RG, class Tile>
+inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile) {
+  if (once_line_prefetch() == Prefetch::kOnceNonTemporal) {
+    run_groups_one_row<RG, Prefetch::kOnceNonTemporal>(g_begin, g_end, tile);
+  } else {
+    run_groups_one_row<RG, Prefetch::kOnceL2>(g_begin, g_end, tile);
+  }
 }
 
 }  // namespace

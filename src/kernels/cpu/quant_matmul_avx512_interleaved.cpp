@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
@@ -34,11 +35,10 @@ struct Prefetch {
   const char* end = nullptr;
 };
 
-// One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0. kOnce: the
-// prefetched lines are read by this tile alone (decode of one row), so they go in as
-// non-temporal, which streams weights 5-10 % faster on two cores (bench quant-kernel --t 1
-// --threads 2, Zen 5) and leaves L2 and L3 to the KV cache.
-template <DType kType, int RG, int RX, bool kOnce = false>
+// One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0, requesting
+// the lines of `prefetch` as kPrefetch (a kOnce* kind in decode of one row: read by this tile
+// alone).
+template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kReused>
 GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t g0,
                     Prefetch prefetch) {
   constexpr size_t kValues = kType == DType::kQ8_0 ? 512 : 256;
@@ -60,7 +60,7 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
   const int pf_lines = static_cast<int>(((prefetch.end - prefetch.begin) / 64 + nb) / nb);
   for (int64_t b = 0; b < nb; ++b) {
     for (int i = 0; i < pf_lines && pf < prefetch.end; ++i, pf += 64) {
-      _mm_prefetch(pf, kOnce ? _MM_HINT_NTA : _MM_HINT_T0);
+      prefetch_line<kPrefetch>(pf);
     }
     __m512i p[RG][RX];
     for (int x = 0; x < RX; ++x) {
@@ -120,7 +120,7 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
 // one RG groups are multiplied, the next RG groups' lines are requested, spread over all of
 // the X tiles, so memory streams W while every tile computes (requesting them all in the first
 // tile left memory idle during the others: batched decode paid stream + compute in turn).
-template <DType kType, int RG, int RX, bool kOnce = false>
+template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kReused>
 GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end) {
   const size_t group_bytes =
       static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
@@ -139,7 +139,7 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
       return Prefetch{begin, std::min(begin + 64 * share, next_end)};
     };
     int64_t t = 0;
-    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX, kOnce>(args, a, t, g, part());
+    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX, kPrefetch>(args, a, t, g, part());
     // The last rows in one narrower tile (MoE experts see T of any size), not one at a time.
     static_assert(RX <= 4);
     if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, part());
@@ -161,8 +161,10 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   // Several rows: 3 groups x 4 rows, 12 vpdpbusd chains (3-5 % faster than 2 x 4, 2 x 5 and
   // 2 x 6; 4 x 3 and 1 x 8 slower: bench quant-kernel --t 512); T = 8 streams 1.1-1.7x faster
   // with the prefetch, and 1.1x more with it spread over both X tiles (1 x 8 is no faster).
-  if (args.t == 1) {
-    groups<kType, 1, 1, /*kOnce=*/true>(args, a, g_begin, g_end);
+  if (args.t == 1 && once_line_prefetch() == LinePrefetch::kOnceNonTemporal) {
+    groups<kType, 1, 1, LinePrefetch::kOnceNonTemporal>(args, a, g_begin, g_end);
+  } else if (args.t == 1) {
+    groups<kType, 1, 1, LinePrefetch::kOnceL2>(args, a, g_begin, g_end);
   } else {
     groups<kType, 3, 4>(args, a, g_begin, g_end);
   }
