@@ -104,8 +104,8 @@ TEST(CpuFeatures, ChosenLevelIsSupportedAndNamesParse) {
 }
 
 TEST(Matmul, OnceLinePrefetchParsesItsTwoKinds) {
-  EXPECT_EQ(parse_once_line_prefetch("nta"), LinePrefetch::kOnceNonTemporal);
-  EXPECT_EQ(parse_once_line_prefetch("l2"), LinePrefetch::kOnceL2);
+  EXPECT_EQ(parse_once_line_prefetch("nta"), LinePrefetch::kNonTemporal);
+  EXPECT_EQ(parse_once_line_prefetch("l2"), LinePrefetch::kL2);
   try {
     parse_once_line_prefetch("t0");
     ADD_FAILURE() << "no error for t0";
@@ -114,8 +114,9 @@ TEST(Matmul, OnceLinePrefetchParsesItsTwoKinds) {
   }
   const LinePrefetch chosen = once_line_prefetch();
   if (std::getenv("GEMMASERVE_LINE_PREFETCH") == nullptr) {
-    EXPECT_EQ(chosen, cpu_features().amd ? LinePrefetch::kOnceNonTemporal : LinePrefetch::kOnceL2);
+    EXPECT_EQ(chosen, cpu_features().amd ? LinePrefetch::kNonTemporal : LinePrefetch::kL2);
   }
+  EXPECT_EQ(batch_line_prefetch(), cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2);
 }
 
 TEST(Matmul, EveryLevelMatchesReferenceOnOddShapes) {

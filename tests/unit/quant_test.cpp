@@ -408,6 +408,8 @@ std::vector<Problem> interleave_problems() {
       out.push_back({d, 12, 32, k});
       out.push_back({d, 6, 48, k});  // remainder tiles of 2 and 3 rows
       out.push_back({d, 7, 48, k});
+      out.push_back({d, 9, 48, k});   // batched decode: 8-row tiles with a 1-row tail
+      out.push_back({d, 11, 32, k});  // and a 3-row tail
     }
   }
   return out;

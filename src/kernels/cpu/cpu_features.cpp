@@ -62,7 +62,7 @@ CpuIsa best_isa() {
 LinePrefetch choose_once_line_prefetch() {
   const char* forced = std::getenv("GEMMASERVE_LINE_PREFETCH");
   if (forced != nullptr && *forced != '\0') return parse_once_line_prefetch(forced);
-  return cpu_features().amd ? LinePrefetch::kOnceNonTemporal : LinePrefetch::kOnceL2;
+  return cpu_features().amd ? LinePrefetch::kNonTemporal : LinePrefetch::kL2;
 }
 
 CpuIsa choose_isa() {
@@ -109,10 +109,14 @@ LinePrefetch once_line_prefetch() {
   return kind;
 }
 
+LinePrefetch batch_line_prefetch() {
+  return cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2;
+}
+
 LinePrefetch parse_once_line_prefetch(const char* name) {
   const std::string s = name;
-  if (s == "nta") return LinePrefetch::kOnceNonTemporal;
-  if (s == "l2") return LinePrefetch::kOnceL2;
+  if (s == "nta") return LinePrefetch::kNonTemporal;
+  if (s == "l2") return LinePrefetch::kL2;
   throw InputError("GEMMASERVE_LINE_PREFETCH must be nta or l2, got '" + s + "'");
 }
 

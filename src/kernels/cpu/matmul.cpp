@@ -40,10 +40,10 @@ void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
 
 void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
   if (a.next_w == nullptr || a.next_bytes == 0) return;
-  if (once_line_prefetch() == LinePrefetch::kOnceNonTemporal) {
-    prefetch_next_share<LinePrefetch::kOnceNonTemporal>(a, index, threads);
+  if (once_line_prefetch() == LinePrefetch::kNonTemporal) {
+    prefetch_next_share<LinePrefetch::kNonTemporal>(a, index, threads);
   } else {
-    prefetch_next_share<LinePrefetch::kOnceL2>(a, index, threads);
+    prefetch_next_share<LinePrefetch::kL2>(a, index, threads);
   }
 }
 

@@ -128,13 +128,13 @@ inline void run_groups(int64_t t_count, int64_t g_begin, int64_t g_end, const Ti
   for (; g + RG <= g_end; g += RG) {
     int64_t t = 0;
     if (t_count >= RX) {
-      tile.template operator()<RG, RX, Prefetch::kReused>(t, g);
+      tile.template operator()<RG, RX, Prefetch::kL1>(t, g);
       t = RX;
     }
     for (; t + RX <= t_count; t += RX) tile.template operator()<RG, RX, Prefetch::kNone>(t, g);
     for (; t < t_count; ++t) {
       if (t == 0) {
-        tile.template operator()<RG, 1, Prefetch::kReused>(t, g);
+        tile.template operator()<RG, 1, Prefetch::kL1>(t, g);
       } else {
         tile.template operator()<RG, 1, Prefetch::kNone>(t, g);
       }
@@ -143,7 +143,7 @@ inline void run_groups(int64_t t_count, int64_t g_begin, int64_t g_end, const Ti
   for (; g < g_end; ++g) {
     int64_t t = 0;
     for (; t + RX <= t_count; t += RX) tile.template operator()<1, RX, Prefetch::kNone>(t, g);
-    for (; t < t_count; ++t) tile.template operator()<1, 1, Prefetch::kReused>(t, g);
+    for (; t < t_count; ++t) tile.template operator()<1, 1, Prefetch::kL1>(t, g);
   }
 }
 
@@ -157,10 +157,10 @@ inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile)
 
 template <int RG, class Tile>
 inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile) {
-  if (once_line_prefetch() == Prefetch::kOnceNonTemporal) {
-    run_groups_one_row<RG, Prefetch::kOnceNonTemporal>(g_begin, g_end, tile);
+  if (once_line_prefetch() == Prefetch::kNonTemporal) {
+    run_groups_one_row<RG, Prefetch::kNonTemporal>(g_begin, g_end, tile);
   } else {
-    run_groups_one_row<RG, Prefetch::kOnceL2>(g_begin, g_end, tile);
+    run_groups_one_row<RG, Prefetch::kL2>(g_begin, g_end, tile);
   }
 }
 

@@ -36,9 +36,8 @@ struct Prefetch {
 };
 
 // One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0, requesting
-// the lines of `prefetch` as kPrefetch (a kOnce* kind in decode of one row: read by this tile
-// alone).
-template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kReused>
+// the lines of `prefetch` as kPrefetch.
+template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kL1>
 GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t g0,
                     Prefetch prefetch) {
   constexpr size_t kValues = kType == DType::kQ8_0 ? 512 : 256;
@@ -120,7 +119,7 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
 // one RG groups are multiplied, the next RG groups' lines are requested, spread over all of
 // the X tiles, so memory streams W while every tile computes (requesting them all in the first
 // tile left memory idle during the others: batched decode paid stream + compute in turn).
-template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kReused>
+template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kL1>
 GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end) {
   const size_t group_bytes =
       static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
@@ -140,8 +139,12 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
     };
     int64_t t = 0;
     for (; t + RX <= args.t; t += RX) tile<kType, RG, RX, kPrefetch>(args, a, t, g, part());
-    // The last rows in one narrower tile (MoE experts see T of any size), not one at a time.
-    static_assert(RX <= 4);
+    // The last rows in narrower tiles (MoE experts see T of any size), not one at a time.
+    static_assert(RX <= 8);
+    if constexpr (RX > 4) {
+      if (args.t - t >= 4) tile<kType, RG, 4>(args, a, t, g, part());
+      if (args.t - t >= 4) t += 4;
+    }
     if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, part());
     if (args.t - t == 2) tile<kType, RG, 2>(args, a, t, g, part());
     if (args.t - t == 1) tile<kType, RG, 1>(args, a, t, g, part());
@@ -160,11 +163,21 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   // 0-8 groups ahead, bench quant-kernel --copies 64; with no prefetch it is the slowest).
   // Several rows: 3 groups x 4 rows, 12 vpdpbusd chains (3-5 % faster than 2 x 4, 2 x 5 and
   // 2 x 6; 4 x 3 and 1 x 8 slower: bench quant-kernel --t 512); T = 8 streams 1.1-1.7x faster
-  // with the prefetch, and 1.1x more with it spread over both X tiles (1 x 8 is no faster).
-  if (args.t == 1 && once_line_prefetch() == LinePrefetch::kOnceNonTemporal) {
-    groups<kType, 1, 1, LinePrefetch::kOnceNonTemporal>(args, a, g_begin, g_end);
+  // with the prefetch, and 1.1x more with it spread over both X tiles (1 x 8 is no faster on
+  // Zen 5). Batched decode on the Intel Xeon requests the next groups into L2 and takes Q8_0
+  // 8 rows at a time (one load per 8 vpdpbusd): bench quant-kernel --t 8 --copies 256, 2
+  // threads, 17.6-18.3 -> 21.6-22.3 GB/s for Q8_0, 16.3-16.9 -> 17.4-18.1 for Q4_0 (whose
+  // 1 x 8 tile is no faster: its nibble unpacking is not what it waits on).
+  constexpr int64_t kMaxBatchRows = 12;
+  const bool batch_l2 = batch_line_prefetch() == LinePrefetch::kL2;
+  if (args.t == 1 && once_line_prefetch() == LinePrefetch::kNonTemporal) {
+    groups<kType, 1, 1, LinePrefetch::kNonTemporal>(args, a, g_begin, g_end);
   } else if (args.t == 1) {
-    groups<kType, 1, 1, LinePrefetch::kOnceL2>(args, a, g_begin, g_end);
+    groups<kType, 1, 1, LinePrefetch::kL2>(args, a, g_begin, g_end);
+  } else if (batch_l2 && args.t <= kMaxBatchRows && kType == DType::kQ8_0 && args.t >= 8) {
+    groups<kType, 1, 8, LinePrefetch::kL2>(args, a, g_begin, g_end);
+  } else if (batch_l2 && args.t <= kMaxBatchRows) {
+    groups<kType, 3, 4, LinePrefetch::kL2>(args, a, g_begin, g_end);
   } else {
     groups<kType, 3, 4>(args, a, g_begin, g_end);
   }
