@@ -13,6 +13,7 @@
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
@@ -136,6 +137,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   const std::string bind = bind_env ? bind_env : "";
   if (!bind.empty() && bind != "auto" && bind != "none") {
     throw InputError("GEMMASERVE_CPU_BIND must be auto or none, got '" + bind + "'");
+  }
+  // GEMMASERVE_LINE_PREFETCH is read by the first product: a bad value fails here instead.
+  if (const char* v = std::getenv("GEMMASERVE_LINE_PREFETCH"); v != nullptr && *v != '\0') {
+    cpu::parse_once_line_prefetch(v);
   }
   const bool pin = bind != "none";
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);

@@ -187,6 +187,15 @@ TEST(EngineStartup, CpuBindEnvironmentIsAutoOrNone) {
   EXPECT_EQ(none, "no error");
 }
 
+TEST(EngineStartup, LinePrefetchEnvironmentIsNtaOrL2) {
+  EngineArgs args = tiny_args("dense");
+  setenv("GEMMASERVE_LINE_PREFETCH", "t0", 1);
+  const std::string bad = error_of([&] { make_engine(args); });
+  unsetenv("GEMMASERVE_LINE_PREFETCH");
+  EXPECT_EQ(bad, "GEMMASERVE_LINE_PREFETCH must be nta or l2, got 't0'");
+  EXPECT_EQ(error_of([&] { make_engine(args); }), "no error");
+}
+
 TEST(EngineFlags, HumanReadableIntegers) {
   EXPECT_EQ(parse_human_readable_int("4096", "--x"), 4096);
   EXPECT_EQ(parse_human_readable_int("4k", "--x"), 4000);
