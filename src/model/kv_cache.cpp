@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "core/aligned.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace gemmaserve {
 
@@ -19,6 +21,10 @@ KvCache::KvCache(const TextConfig& config, std::array<int, kNumAttentionTypes> n
     }
   }
   layers_.resize(config.layers.size());
+  size_t arena_bytes = 0;
+  const auto line_up = [](size_t n) {
+    return (n + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
+  };
   for (size_t i = 0; i < config.layers.size(); ++i) {
     const LayerSpec& spec = config.layers[i];
     if (spec.kv_shared()) continue;
@@ -29,16 +35,23 @@ KvCache::KvCache(const TextConfig& config, std::array<int, kNumAttentionTypes> n
     store.type = static_cast<int>(spec.type);
     store.bytes = static_cast<size_t>(num_blocks[store.type]) * static_cast<size_t>(block_size) *
                   store.slot_bytes;
-    store.k = make_aligned_bytes(store.bytes);
-    store.v = make_aligned_bytes(store.bytes);
+    arena_bytes += 2 * line_up(store.bytes);
+  }
+  arena_ = allocate_huge_page_buffer(arena_bytes);
+  auto* next = reinterpret_cast<uint8_t*>(arena_.get());
+  for (LayerStore& store : layers_) {
+    if (store.slot_bytes == 0) continue;
+    store.k = next;
+    store.v = next + line_up(store.bytes);
+    next += 2 * line_up(store.bytes);
   }
 }
 
 void KvCache::write(int layer, int block, int offset, const float* k, const float* v) {
   LayerStore& s = layers_[static_cast<size_t>(layer)];
   const size_t row_bytes = cpu::kv_row_bytes(dtype_, s.head_dim);
-  uint8_t* kdst = s.k.get() + slot_index(block, offset) * s.slot_bytes;
-  uint8_t* vdst = s.v.get() + slot_index(block, offset) * s.slot_bytes;
+  uint8_t* kdst = s.k + slot_index(block, offset) * s.slot_bytes;
+  uint8_t* vdst = s.v + slot_index(block, offset) * s.slot_bytes;
   for (int h = 0; h < s.num_kv_heads; ++h) {
     const size_t src = static_cast<size_t>(h) * s.head_dim;
     cpu::encode_kv_row(dtype_, k + src, s.head_dim, kdst + h * row_bytes);
@@ -60,19 +73,19 @@ void KvCache::read(int layer, int block, int offset, float* k, float* v) const {
 
 const uint8_t* KvCache::key_bytes(int layer, int block, int offset) const {
   const LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.k.get() + slot_index(block, offset) * s.slot_bytes;
+  return s.k + slot_index(block, offset) * s.slot_bytes;
 }
 
 const uint8_t* KvCache::value_bytes(int layer, int block, int offset) const {
   const LayerStore& s = layers_[static_cast<size_t>(layer)];
-  return s.v.get() + slot_index(block, offset) * s.slot_bytes;
+  return s.v + slot_index(block, offset) * s.slot_bytes;
 }
 
 cpu::PagedKv KvCache::paged(int layer) const {
   const LayerStore& s = layers_[static_cast<size_t>(layer)];
   cpu::PagedKv kv;
-  kv.k = s.k.get();
-  kv.v = s.v.get();
+  kv.k = s.k;
+  kv.v = s.v;
   kv.block_size = block_size_;
   kv.slot_bytes = static_cast<int64_t>(s.slot_bytes);
   kv.num_blocks = num_blocks_[static_cast<size_t>(s.type)];

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/error.h"
 #include "gemma4_golden_harness.h"
 #include "model/config.h"
