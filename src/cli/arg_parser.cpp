@@ -124,6 +124,12 @@ int ArgParser::get_int(const std::string& name, int fallback) const {
   return static_cast<int>(x);
 }
 
+int ArgParser::get_positive_int(const std::string& name, int fallback) const {
+  const int v = get_int(name, fallback);
+  if (v <= 0) throw InputError(name + " must be positive, got " + std::to_string(v));
+  return v;
+}
+
 double ArgParser::get_double(const std::string& name, double fallback) const {
   auto v = get(name);
   if (!v) return fallback;

@@ -26,6 +26,8 @@ class ArgParser {
   const std::vector<std::string>& all(const std::string& name) const;
   bool get_flag(const std::string& name, bool fallback = false) const;
   int get_int(const std::string& name, int fallback) const;
+  // get_int, InputError "NAME must be positive, got V" unless > 0.
+  int get_positive_int(const std::string& name, int fallback) const;
   double get_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
   const std::vector<std::string>& after_dashes() const { return after_dashes_; }

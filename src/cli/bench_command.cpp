@@ -38,18 +38,13 @@ constexpr const char* kUsage =
     "       gemmaserve bench membw [--threads N] [--size-mib M (1024)] [--json]\n"
     "       gemmaserve bench peak [--threads N] [--json]\n"
     "       gemmaserve bench matmul [--t T] [--k K] [--n N] [--dtype D] [--threads N] [--isa I]\n"
+    "       gemmaserve bench attention [--head-dim D] [--context N] [--seqs S] [--layers L] ...\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
     "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"
     "(max_tokens 1): pp tokens/s = prompt tokens / prefill time, tg tokens/s = generated tokens\n"
     "after the first / (full time - prefill time), medians; the roofline is the measured read\n"
     "bandwidth / weight bytes per step (weights are read once per step for the whole batch).\n";
-
-int positive_flag(const ArgParser& p, const std::string& name, int fallback) {
-  const int v = p.get_int(name, fallback);
-  if (v <= 0) throw InputError(name + " must be positive, got " + std::to_string(v));
-  return v;
-}
 
 std::vector<Prompt> random_prompts(std::mt19937_64& rng, int count, int len, int vocab) {
   std::uniform_int_distribution<int32_t> token(0, vocab - 1);
@@ -95,10 +90,10 @@ void emit_json(const ArgParser& p, const nlohmann::json& result) {
 }
 
 int run_throughput(const ArgParser& p, const EngineArgs& ea) {
-  const int input_len = positive_flag(p, "--input-len", 1024);
-  const int output_len = positive_flag(p, "--output-len", 128);
-  const int num_prompts = positive_flag(p, "--num-prompts", 1000);
-  const int n = positive_flag(p, "--n", 1);
+  const int input_len = p.get_positive_int("--input-len", 1024);
+  const int output_len = p.get_positive_int("--output-len", 128);
+  const int num_prompts = p.get_positive_int("--num-prompts", 1000);
+  const int n = p.get_positive_int("--n", 1);
   LLM llm(ea);
   std::mt19937_64 rng(ea.seed);
   const std::vector<Prompt> prompts = random_prompts(rng, num_prompts, input_len, llm.vocab_size());
@@ -139,14 +134,14 @@ double median(std::vector<double> v) {
 }
 
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
-  const int input_len = positive_flag(p, "--input-len", 32);
-  const int output_len = positive_flag(p, "--output-len", 128);
-  const int batch_size = positive_flag(p, "--batch-size", 8);
-  const int num_iters = positive_flag(p, "--num-iters", 30);
+  const int input_len = p.get_positive_int("--input-len", 32);
+  const int output_len = p.get_positive_int("--output-len", 128);
+  const int batch_size = p.get_positive_int("--batch-size", 8);
+  const int num_iters = p.get_positive_int("--num-iters", 30);
   const int warmup = p.get_int("--num-iters-warmup", 10);
   if (warmup < 0) throw InputError("--num-iters-warmup must be >= 0");
-  const int n = positive_flag(p, "--n", 1);
-  const int membw_mib = positive_flag(p, "--membw-size-mib", 1024);
+  const int n = p.get_positive_int("--n", 1);
+  const int membw_mib = p.get_positive_int("--membw-size-mib", 1024);
   // Weight bytes from a second mapping of the checkpoint (shares the page cache).
   double pp_flops = 0;
   uint64_t bytes_per_step = 0;
@@ -276,10 +271,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "membw") return run_bench_membw(rest);
   if (mode == "matmul") return run_bench_matmul(rest);
   if (mode == "peak") return run_bench_peak(rest);
+  if (mode == "attention") return run_bench_attention(rest);
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode +
-                     "' (expected throughput, latency, serve, membw, peak, matmul, quality or "
-                     "quant-kernel)");
+                     "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
+                     "quality or quant-kernel)");
   }
   ArgParser p;
   add_engine_flags(p);

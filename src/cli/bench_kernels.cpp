@@ -19,32 +19,19 @@
 #include "kernels/cpu/peak_rate.h"
 
 namespace gemmaserve {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-int positive(const ArgParser& p, const std::string& name, int fallback) {
-  const int v = p.get_int(name, fallback);
-  if (v <= 0) throw InputError(name + " must be positive, got " + std::to_string(v));
-  return v;
-}
 
 // Integer sum in 64-byte vectors (GCC vector extension; wide clones where the CPU has them), so
-// the loop never limits the bandwidth it measures; prefetches 4 KiB ahead as the matmul does.
+// the loop never limits the bandwidth it measures.
 using Words8 = uint64_t __attribute__((vector_size(64)));
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 uint64_t
-sum_words(const uint64_t* p, size_t n) {
+sum_words(const uint64_t* p, size_t n, size_t prefetch_words) {
   Words8 a = {}, b = {};
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __builtin_prefetch(p + i + 512);
+    if (prefetch_words != 0) __builtin_prefetch(p + i + prefetch_words);
     Words8 u, v;
     std::memcpy(&u, p + i, sizeof(u));
     std::memcpy(&v, p + i + 8, sizeof(v));
@@ -55,6 +42,14 @@ sum_words(const uint64_t* p, size_t n) {
   for (int j = 0; j < 8; ++j) s += a[j] + b[j];
   for (; i < n; ++i) s += p[i];
   return s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 uint64_t matrix_bytes(const WeightMatrix& m) {
@@ -93,11 +88,12 @@ ReadBandwidthProbe::ReadBandwidthProbe(size_t bytes, int threads)
 
 double ReadBandwidthProbe::measure(int passes) {
   const size_t words = buffer_.size();
+  const uint64_t* data = buffer_.data();
   double best = 0.0;
   for (int pass = 0; pass < passes; ++pass) {
     const Clock::time_point start = Clock::now();
     pool_.parallel_for_grain(words, 4096, [&](size_t b, size_t e) {
-      sums_[b * pool_.size() / words] += sum_words(buffer_.data() + b, e - b);
+      sums_[b * pool_.size() / words] += sum_words(data + b, e - b, 512);  // 4 KiB ahead
     });
     const double s = seconds_since(start);
     best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
@@ -202,7 +198,7 @@ int run_bench_membw(const std::vector<std::string>& args) {
   }
   const int threads = p.get_int("--threads", 0);
   if (threads < 0) throw InputError("--threads must be >= 0");
-  const int mib = positive(p, "--size-mib", 1024);
+  const int mib = p.get_positive_int("--size-mib", 1024);
   const size_t resolved = threads == 0 ? std::max(1u, std::thread::hardware_concurrency())
                                        : static_cast<size_t>(threads);
   const double bw =
@@ -234,9 +230,9 @@ int run_bench_matmul(const std::vector<std::string>& args) {
     std::cout << kMatmulUsage;
     return 0;
   }
-  const int64_t t = positive(p, "--t", 1), k = positive(p, "--k", 1536),
-                n = positive(p, "--n", 6144);
-  const int iters = positive(p, "--iters", 20);
+  const int64_t t = p.get_positive_int("--t", 1), k = p.get_positive_int("--k", 1536),
+                n = p.get_positive_int("--n", 6144);
+  const int iters = p.get_positive_int("--iters", 20);
   const int threads = p.get_int("--threads", 0);
   if (threads < 0) throw InputError("--threads must be >= 0");
   DType dtype = DType::kBF16;
@@ -251,7 +247,7 @@ int run_bench_matmul(const std::vector<std::string>& args) {
   const cpu::CpuIsa isa =
       p.get("--isa") ? cpu::parse_cpu_isa(p.get("--isa")->c_str()) : cpu::cpu_isa();
   const size_t w_bytes = dtype_row_bytes(dtype, k) * static_cast<size_t>(n);
-  const size_t stream_bytes = static_cast<size_t>(positive(p, "--stream-mib", 512)) << 20;
+  const size_t stream_bytes = static_cast<size_t>(p.get_positive_int("--stream-mib", 512)) << 20;
   const size_t copies = std::max<size_t>(1, (stream_bytes + w_bytes - 1) / w_bytes);
   std::vector<uint16_t> w((w_bytes * copies + 1) / 2);
   std::mt19937 rng(1);

@@ -25,6 +25,10 @@ class ReadBandwidthProbe {
   std::vector<uint64_t> sums_;
 };
 
+// Sum of the n words at p (a read that is not optimised away), requesting the line
+// `prefetch_words` ahead of each one read when that is not 0.
+uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words);
+
 // One probe, best of `passes`.
 double measure_read_bandwidth(size_t bytes, int threads, int passes = 5);
 
@@ -42,5 +46,7 @@ double prefill_flops(const ModelWeights& w, int64_t prompt_len, int64_t batch);
 int run_bench_membw(const std::vector<std::string>& args);
 int run_bench_matmul(const std::vector<std::string>& args);
 int run_bench_peak(const std::vector<std::string>& args);
+// `gemmaserve bench attention ...`: decode attention against a plain read of its K/V rows.
+int run_bench_attention(const std::vector<std::string>& args);
 
 }  // namespace gemmaserve

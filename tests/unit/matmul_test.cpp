@@ -429,6 +429,33 @@ TEST(BenchCli, MatmulJsonHonoursIsaOverride) {
   EXPECT_GT(j.at("gflop_per_s").get<double>(), 0.0);
 }
 
+// bench attention: a small pass reports its rates against the plain read of the same rows;
+// bad shapes name themselves (exit 2).
+TEST(BenchCli, AttentionJsonAndErrors) {
+  const nlohmann::json j = run_json(
+      "bench attention --head-dim 64 --heads 4 --kv-heads 2 --context 40 --window 16 --seqs 3 "
+      "--layers 2 --kv-cache-dtype q8_0 --iters 2 --threads 2 --json");
+  EXPECT_EQ(j.at("kv_dtype").get<std::string>(), "q8_0");
+  EXPECT_EQ(j.at("threads").get<int>(), 2);
+  for (const char* key : {"median_s", "kv_gb_per_s", "read_gb_per_s", "gflop_per_s"}) {
+    EXPECT_GT(j.at(key).get<double>(), 0.0) << key;
+  }
+  const std::string bin = testing::cli_binary().string() + " bench attention ";
+  const struct {
+    std::string args, error;
+  } bad[] = {
+      {"--heads 8 --kv-heads 3", "error: --heads (8) must be a multiple of --kv-heads (3)"},
+      {"--window -1", "error: --window must be >= 0, got -1"},
+      {"--layers 0", "error: --layers must be positive, got 0"},
+      {"--kv-cache-dtype fp4", "error: --kv-cache-dtype: 'fp4' is not supported"},
+  };
+  for (const auto& b : bad) {
+    const auto r = testing::run_command(bin + b.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << b.args;
+    EXPECT_NE(r.out.find(b.error), std::string::npos) << b.args << "\n" << r.out;
+  }
+}
+
 TEST(BenchCli, LatencyJsonHasPrefillDecodeAndRoofline) {
   testing::TempDir tmp;
   const auto made = testing::run_command(testing::cli_binary().string() +

@@ -113,6 +113,8 @@ LinePrefetch batch_line_prefetch() {
   return cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2;
 }
 
+bool attention_burst_prefetch() { return !cpu_features().amd; }
+
 LinePrefetch parse_once_line_prefetch(const char* name) {
   const std::string s = name;
   if (s == "nta") return LinePrefetch::kNonTemporal;
