@@ -13,6 +13,7 @@
 
 #include "cli/arg_parser.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
@@ -80,15 +81,17 @@ const char* kMatmulUsage =
 }  // namespace
 
 ReadBandwidthProbe::ReadBandwidthProbe(size_t bytes, int threads)
-    : buffer_(std::max<size_t>(bytes / sizeof(uint64_t), 1)),
+    : words_(std::max<size_t>(bytes / sizeof(uint64_t), 1)),
+      buffer_(allocate_huge_page_buffer(words_ * sizeof(uint64_t))),
       pool_(static_cast<size_t>(threads), true),
       sums_(pool_.size()) {
-  for (size_t i = 0; i < buffer_.size(); ++i) buffer_[i] = i;
+  auto* w = reinterpret_cast<uint64_t*>(buffer_.get());
+  for (size_t i = 0; i < words_; ++i) w[i] = i;
 }
 
 double ReadBandwidthProbe::measure(int passes) {
-  const size_t words = buffer_.size();
-  const uint64_t* data = buffer_.data();
+  const size_t words = words_;
+  const auto* data = reinterpret_cast<const uint64_t*>(buffer_.get());
   double best = 0.0;
   for (int pass = 0; pass < passes; ++pass) {
     const Clock::time_point start = Clock::now();
