@@ -21,6 +21,16 @@ inline void prefetch_line(const void* p) {
 // (InputError for anything else).
 LinePrefetch once_line_prefetch();
 
+// Runs fn.template operator()<kind>() with once_line_prefetch() as a compile-time constant.
+template <class Fn>
+inline void with_once_line_prefetch(Fn&& fn) {
+  if (once_line_prefetch() == LinePrefetch::kNonTemporal) {
+    fn.template operator()<LinePrefetch::kNonTemporal>();
+  } else {
+    fn.template operator()<LinePrefetch::kL2>();
+  }
+}
+
 // Parses "nta" or "l2"; InputError otherwise.
 LinePrefetch parse_once_line_prefetch(const char* name);
 

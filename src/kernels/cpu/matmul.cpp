@@ -40,11 +40,8 @@ void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
 
 void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
   if (a.next_w == nullptr || a.next_bytes == 0) return;
-  if (once_line_prefetch() == LinePrefetch::kNonTemporal) {
-    prefetch_next_share<LinePrefetch::kNonTemporal>(a, index, threads);
-  } else {
-    prefetch_next_share<LinePrefetch::kL2>(a, index, threads);
-  }
+  with_once_line_prefetch(
+      [&]<LinePrefetch kOnce>() { prefetch_next_share<kOnce>(a, index, threads); });
 }
 
 // A thread's share of 16-row units, [front, back) in one word: its owner claims from the

@@ -157,11 +157,8 @@ inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile)
 
 template <int RG, class Tile>
 inline void run_groups_one_row(int64_t g_begin, int64_t g_end, const Tile& tile) {
-  if (once_line_prefetch() == Prefetch::kNonTemporal) {
-    run_groups_one_row<RG, Prefetch::kNonTemporal>(g_begin, g_end, tile);
-  } else {
-    run_groups_one_row<RG, Prefetch::kL2>(g_begin, g_end, tile);
-  }
+  with_once_line_prefetch(
+      [&]<Prefetch kOnce>() { run_groups_one_row<RG, kOnce>(g_begin, g_end, tile); });
 }
 
 }  // namespace

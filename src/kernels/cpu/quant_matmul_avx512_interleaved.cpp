@@ -170,10 +170,9 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   // 1 x 8 tile is no faster: its nibble unpacking is not what it waits on).
   constexpr int64_t kMaxBatchRows = 12;
   const bool batch_l2 = batch_line_prefetch() == LinePrefetch::kL2;
-  if (args.t == 1 && once_line_prefetch() == LinePrefetch::kNonTemporal) {
-    groups<kType, 1, 1, LinePrefetch::kNonTemporal>(args, a, g_begin, g_end);
-  } else if (args.t == 1) {
-    groups<kType, 1, 1, LinePrefetch::kL2>(args, a, g_begin, g_end);
+  if (args.t == 1) {
+    with_once_line_prefetch(
+        [&]<LinePrefetch kOnce>() { groups<kType, 1, 1, kOnce>(args, a, g_begin, g_end); });
   } else if (batch_l2 && args.t <= kMaxBatchRows && kType == DType::kQ8_0 && args.t >= 8) {
     groups<kType, 1, 8, LinePrefetch::kL2>(args, a, g_begin, g_end);
   } else if (batch_l2 && args.t <= kMaxBatchRows) {
