@@ -37,11 +37,6 @@ const char* kAttentionUsage =
     "once L x S x N rows outgrow the caches. Prints the median pass, the GB/s of K and V it\n"
     "reads and, as the limit, the GB/s of a plain read of the same rows in the same order.\n";
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int run_bench_attention(const std::vector<std::string>& args) {
@@ -168,7 +163,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   const double bytes = 2.0 * layers * seqs * keys * static_cast<double>(slot_bytes);
   const double read_bytes =
       2.0 * layers * seqs * (blocks_per_seq - first_block) * block_size * double(slot_bytes);
-  const double t_att = median_of(attention_times), t_read = median_of(read_times);
+  const double t_att = median(attention_times), t_read = median(read_times);
   const double att_gbs = bytes / t_att / 1e9, read_gbs = read_bytes / t_read / 1e9;
   const double gflops = 4.0 * layers * seqs * keys * heads * head_dim / t_att / 1e9;
   if (p.get_flag("--json")) {

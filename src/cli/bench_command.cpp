@@ -127,12 +127,6 @@ int run_throughput(const ArgParser& p, const EngineArgs& ea) {
   return 0;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int input_len = p.get_positive_int("--input-len", 32);
   const int output_len = p.get_positive_int("--output-len", 128);

@@ -46,6 +46,12 @@ sum_words(const uint64_t* p, size_t n, size_t prefetch_words) {
   return s;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

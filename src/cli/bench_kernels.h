@@ -32,6 +32,9 @@ class ReadBandwidthProbe {
 // `prefetch_words` ahead of each one read when that is not 0.
 uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words);
 
+// Median of v (the mean of the middle two for an even count); v must not be empty.
+double median(std::vector<double> v);
+
 // One probe, best of `passes`.
 double measure_read_bandwidth(size_t bytes, int threads, int passes = 5);
 

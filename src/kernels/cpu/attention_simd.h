@@ -262,7 +262,6 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     const int32_t next_end = next < task.range.end ? task.range.end : task.prefetch_end;
     const int next_n = std::clamp<int32_t>(next_end - next, 0, kChunk);
     chunk_rows(kv, task, next, next_n, head_offset, rows[parity ^ 1][0], rows[parity ^ 1][1]);
-    const bool spread = !burst;
     if (burst) {
       for (int j = 0; j < next_n; ++j) {
         for (int64_t b = 0; b < row_bytes; b += 64) {
@@ -273,7 +272,7 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     }
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
       const RowPrefetch pf =
-          spread && g0 == 0 ? RowPrefetch{rows[parity ^ 1][0], next_n, row_bytes} : RowPrefetch{};
+          !burst && g0 == 0 ? RowPrefetch{rows[parity ^ 1][0], next_n, row_bytes} : RowPrefetch{};
       score_block<V, D>(std::min(kHeadBlock, group - g0), task.q + static_cast<size_t>(g0) * hd, hd,
                         krows, n, shape.scale, q8_values, &ws.scores[g0 * kChunk], pf);
     }
@@ -310,7 +309,7 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     const float* weights = D == KvDtype::kFp8E4M3 ? ws.weights.data() : ws.scores.data();
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
       const RowPrefetch pf =
-          spread && g0 == 0 ? RowPrefetch{rows[parity ^ 1][1], next_n, row_bytes} : RowPrefetch{};
+          !burst && g0 == 0 ? RowPrefetch{rows[parity ^ 1][1], next_n, row_bytes} : RowPrefetch{};
       accumulate_block<V, D>(std::min(kHeadBlock, group - g0), weights + g0 * kChunk, vrows, n, hd,
                              q8_values, acc + static_cast<size_t>(g0) * hd, pf);
     }
