@@ -113,6 +113,8 @@ LinePrefetch batch_line_prefetch() {
   return cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2;
 }
 
+size_t once_prefetch_distance() { return cpu_features().amd ? 0 : size_t{24} << 10; }
+
 bool attention_burst_prefetch() { return !cpu_features().amd; }
 
 LinePrefetch parse_once_line_prefetch(const char* name) {

@@ -1,6 +1,8 @@
 // How kernels request memory lines ahead of use, and which request suits which CPU.
 #pragma once
 
+#include <cstddef>
+
 namespace gemmaserve::cpu {
 
 // kL1: into every level (prefetcht0); kL2: into L2 and below (prefetcht1); kNonTemporal:
@@ -30,6 +32,12 @@ inline void with_once_line_prefetch(Fn&& fn) {
     fn.template operator()<LinePrefetch::kL2>();
   }
 }
+
+// How far ahead of its reads one-row decode requests quantized weight lines: 0 = the next 16-row
+// group (AMD, measured best on Zen 5), else this many bytes. On an Intel Xeon a group ahead
+// lost 10-20 % once groups passed ~64 KiB (K >= 4096: E4B's down projection, K 10240 Q8_0,
+// streamed at 27-30 GB/s against 32-34 with 24 KiB; bench quant-kernel --t 1 --copies 64).
+size_t once_prefetch_distance();
 
 // Parses "nta" or "l2"; InputError otherwise.
 LinePrefetch parse_once_line_prefetch(const char* name);

@@ -28,10 +28,11 @@ constexpr int64_t kMaxStealingRows = 1;
 constexpr size_t kMaxStealingThreads = 64;
 
 // The first bytes of thread `index`'s share of the next product's weights (a.next_w), as
-// lines read once. 16 KiB: about one 16-row group, what a section's start waited on.
+// lines read once: at least 16 KiB (about one 16-row group, what a section's start waited on)
+// and the distance the quantized kernels request ahead from (the lines before it are no one's).
 template <LinePrefetch kOnce>
 void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
-  constexpr size_t kPrefetchBytes = size_t{16} << 10;
+  const size_t kPrefetchBytes = std::max(size_t{16} << 10, once_prefetch_distance());
   const size_t begin = a.next_bytes / threads * index / 64 * 64;
   const size_t end = std::min(a.next_bytes, begin + kPrefetchBytes);
   const auto* p = static_cast<const char*>(a.next_w);

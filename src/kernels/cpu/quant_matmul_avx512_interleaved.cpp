@@ -119,8 +119,10 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
 // one RG groups are multiplied, the next RG groups' lines are requested, spread over all of
 // the X tiles, so memory streams W while every tile computes (requesting them all in the first
 // tile left memory idle during the others: batched decode paid stream + compute in turn).
+// `ahead` > 0 requests as many lines, but from `ahead` bytes past the current groups' start.
 template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kL1>
-GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end) {
+GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begin, int64_t g_end,
+                      size_t ahead = 0) {
   const size_t group_bytes =
       static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
   const int64_t tiles = args.t / RX + (args.t % RX != 0);
@@ -129,7 +131,8 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
   const auto* w = static_cast<const char*>(args.w);
   int64_t g = g_begin;
   for (; g + RG <= g_end; g += RG) {
-    const char* next = w + static_cast<size_t>(g + RG) * group_bytes;
+    const char* next =
+        w + static_cast<size_t>(g) * group_bytes + (ahead > 0 ? ahead : RG * group_bytes);
     const char* next_end = next + lines * 64;
     size_t i = 0;
     auto part = [&]() {
@@ -171,8 +174,9 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   constexpr int64_t kMaxBatchRows = 12;
   const bool batch_l2 = batch_line_prefetch() == LinePrefetch::kL2;
   if (args.t == 1) {
+    const size_t ahead = once_prefetch_distance();
     with_once_line_prefetch(
-        [&]<LinePrefetch kOnce>() { groups<kType, 1, 1, kOnce>(args, a, g_begin, g_end); });
+        [&]<LinePrefetch kOnce>() { groups<kType, 1, 1, kOnce>(args, a, g_begin, g_end, ahead); });
   } else if (batch_l2 && args.t <= kMaxBatchRows && kType == DType::kQ8_0 && args.t >= 8) {
     groups<kType, 1, 8, LinePrefetch::kL2>(args, a, g_begin, g_end);
   } else if (batch_l2 && args.t <= kMaxBatchRows) {
