@@ -113,7 +113,7 @@ LinePrefetch batch_line_prefetch() {
   return cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2;
 }
 
-size_t once_prefetch_distance() { return cpu_features().amd ? 0 : size_t{24} << 10; }
+size_t once_prefetch_distance() { return cpu_features().amd ? 0 : size_t{12} << 10; }
 
 bool attention_burst_prefetch() { return !cpu_features().amd; }
 

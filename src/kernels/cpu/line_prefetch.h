@@ -35,8 +35,9 @@ inline void with_once_line_prefetch(Fn&& fn) {
 
 // How far ahead of its reads one-row decode requests quantized weight lines: 0 = the next 16-row
 // group (AMD, measured best on Zen 5), else this many bytes. On an Intel Xeon a group ahead
-// lost 10-20 % once groups passed ~64 KiB (K >= 4096: E4B's down projection, K 10240 Q8_0,
-// streamed at 27-30 GB/s against 32-34 with 24 KiB; bench quant-kernel --t 1 --copies 64).
+// lost 10-14 % once groups passed ~64 KiB (K >= 4096: E4B's down projection, K 10240 Q8_0,
+// 30.0 against 34.3-34.4 GB/s with 12-24 KiB, alternating in one process); 12 KiB also helps
+// 256-row matrices (32.0 against 30.7 for 24 KiB) and equals 24 KiB on the rest.
 size_t once_prefetch_distance();
 
 // Parses "nta" or "l2"; InputError otherwise.
