@@ -130,6 +130,12 @@ int ArgParser::get_positive_int(const std::string& name, int fallback) const {
   return v;
 }
 
+int ArgParser::get_non_negative_int(const std::string& name, int fallback) const {
+  const int v = get_int(name, fallback);
+  if (v < 0) throw InputError(name + " must be >= 0, got " + std::to_string(v));
+  return v;
+}
+
 double ArgParser::get_double(const std::string& name, double fallback) const {
   auto v = get(name);
   if (!v) return fallback;

@@ -28,6 +28,8 @@ class ArgParser {
   int get_int(const std::string& name, int fallback) const;
   // get_int, InputError "NAME must be positive, got V" unless > 0.
   int get_positive_int(const std::string& name, int fallback) const;
+  // get_int, InputError "NAME must be >= 0, got V" unless >= 0 (0: a default such as all cores).
+  int get_non_negative_int(const std::string& name, int fallback) const;
   double get_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
   const std::vector<std::string>& after_dashes() const { return after_dashes_; }

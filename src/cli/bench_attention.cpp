@@ -61,14 +61,12 @@ int run_bench_attention(const std::vector<std::string>& args) {
                      std::to_string(kv_heads) + ")");
   }
   const int context = p.get_positive_int("--context", 576);
-  const int window = p.get_int("--window", 512);
-  if (window < 0) throw InputError("--window must be >= 0, got " + std::to_string(window));
+  const int window = p.get_non_negative_int("--window", 512);
   const int seqs = p.get_positive_int("--seqs", 8);
   const int layers = p.get_positive_int("--layers", 35);
   const int block_size = p.get_positive_int("--block-size", 16);
   const int iters = p.get_positive_int("--iters", 10);
-  const int threads = p.get_int("--threads", 0);
-  if (threads < 0) throw InputError("--threads must be >= 0");
+  const int threads = p.get_non_negative_int("--threads", 0);
   const cpu::KvDtype dtype =
       cpu::parse_kv_dtype(p.get("--kv-cache-dtype").value_or("bf16"), DType::kBF16);
 

@@ -132,8 +132,7 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int output_len = p.get_positive_int("--output-len", 128);
   const int batch_size = p.get_positive_int("--batch-size", 8);
   const int num_iters = p.get_positive_int("--num-iters", 30);
-  const int warmup = p.get_int("--num-iters-warmup", 10);
-  if (warmup < 0) throw InputError("--num-iters-warmup must be >= 0");
+  const int warmup = p.get_non_negative_int("--num-iters-warmup", 10);
   const int n = p.get_positive_int("--n", 1);
   const int membw_mib = p.get_positive_int("--membw-size-mib", 1024);
   // Weight bytes from a second mapping of the checkpoint (shares the page cache).

@@ -196,8 +196,7 @@ int run_bench_peak(const std::vector<std::string>& args) {
     std::cout << kPeakUsage;
     return 0;
   }
-  const int threads = p.get_int("--threads", 0);
-  if (threads < 0) throw InputError("--threads must be >= 0");
+  const int threads = p.get_non_negative_int("--threads", 0);
   ThreadPool pool(static_cast<size_t>(threads), true);
   const cpu::PeakRates r = cpu::measure_peak_rates(pool);
   if (p.get_flag("--json")) {
@@ -224,8 +223,7 @@ int run_bench_membw(const std::vector<std::string>& args) {
     std::cout << kMembwUsage;
     return 0;
   }
-  const int threads = p.get_int("--threads", 0);
-  if (threads < 0) throw InputError("--threads must be >= 0");
+  const int threads = p.get_non_negative_int("--threads", 0);
   const int mib = p.get_positive_int("--size-mib", 1024);
   const size_t resolved = threads == 0 ? std::max(1u, std::thread::hardware_concurrency())
                                        : static_cast<size_t>(threads);
@@ -261,8 +259,7 @@ int run_bench_matmul(const std::vector<std::string>& args) {
   const int64_t t = p.get_positive_int("--t", 1), k = p.get_positive_int("--k", 1536),
                 n = p.get_positive_int("--n", 6144);
   const int iters = p.get_positive_int("--iters", 20);
-  const int threads = p.get_int("--threads", 0);
-  if (threads < 0) throw InputError("--threads must be >= 0");
+  const int threads = p.get_non_negative_int("--threads", 0);
   DType dtype = DType::kBF16;
   const std::string dtype_text = p.get("--dtype").value_or("bf16");
   if (dtype_text == "f32") {

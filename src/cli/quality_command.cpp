@@ -68,7 +68,7 @@ QualityOptions parse_quality_options(const std::vector<std::string>& args, bool*
   }
   o.prompt_len = p.get_int("--prompt-len", o.prompt_len);
   o.num_prompts = p.get_int("--num-prompts", o.num_prompts);
-  o.threads = p.get_int("--threads", 0);
+  o.threads = p.get_non_negative_int("--threads", 0);
   o.seed = static_cast<uint64_t>(p.get_int("--seed", 0));
   o.margin = p.get_double("--margin", o.margin);
   o.json = p.get_flag("--json");
@@ -199,7 +199,7 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
     n = p.get_int("--n", n);
     t = p.get_int("--t", t);
     iters = p.get_int("--iters", 0);
-    threads = p.get_int("--threads", 0);
+    threads = p.get_non_negative_int("--threads", 0);
     copies = p.get_int("--copies", 1);
     if (copies <= 0) throw InputError("--copies must be positive");
     if (k <= 0 || n <= 0 || t <= 0 || k % dtype_block_elems(type) != 0) {

@@ -456,6 +456,21 @@ TEST(BenchCli, AttentionJsonAndErrors) {
   }
 }
 
+// Every bench command that takes --threads (0 = all cores) refuses a negative count by name.
+TEST(BenchCli, NegativeCountsAreRefused) {
+  const std::string bin = testing::cli_binary().string() + " bench ";
+  for (const char* cmd : {"membw", "peak", "matmul", "attention", "quant-kernel"}) {
+    const auto r = testing::run_command(bin + cmd + " --threads -1 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("--threads must be >= 0, got -1"), std::string::npos) << cmd << "\n"
+                                                                               << r.out;
+  }
+  const auto r = testing::run_command(bin + "latency /nonexistent --num-iters-warmup -2 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --num-iters-warmup must be >= 0, got -2"), std::string::npos)
+      << r.out;
+}
+
 TEST(BenchCli, LatencyJsonHasPrefillDecodeAndRoofline) {
   testing::TempDir tmp;
   const auto made = testing::run_command(testing::cli_binary().string() +
