@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "cli/arg_parser.h"
+#include "cli/bench_kernels.h"
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"
@@ -172,22 +175,50 @@ constexpr const char* kKernelUsage =
     "                                     [--iters I] [--threads N]\n"
     "                                     [--isa portable|avx2|avx512-vnni]\n"
     "                                     [--layout rows|interleaved] [--copies C]\n"
+    "                                     [--ahead cpu|BYTES,...]\n"
     "Times Y[T, N] = X[T, K] W[N, K]^T on random quantized weights (default q4_0, K 2560,\n"
     "N 10240, T 1, best ISA, the layout a model load would choose: interleaved for q8_0 and\n"
     "q4_0 where the avx512-vnni path runs): prints ms per call, GB/s of weights and int8 GOPS\n"
     "(2TNK). --copies C cycles through C copies of W, so matrices smaller than the caches\n"
-    "stream from memory as they do in a model's decode.\n";
+    "stream from memory as they do in a model's decode. --ahead times each listed distance at\n"
+    "which one-row interleaved products request their weight lines (cpu: this CPU's choice;\n"
+    "0: the whole next 16-row group; else bytes), one sweep of the copies each in turn, and\n"
+    "prints the median of each: alternating in one process, so a shared machine's drift\n"
+    "between runs does not decide the comparison. Other kernels ignore the distance.\n";
+
+// "cpu" -> -1, else a byte count >= 0.
+std::vector<int64_t> parse_ahead_list(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    if (item == "cpu") {
+      out.push_back(-1);
+    } else {
+      char* end = nullptr;
+      const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0) {
+        throw InputError("--ahead: '" + item + "' is neither cpu nor a byte count");
+      }
+      out.push_back(v);
+    }
+    start = comma + 1;
+  }
+  return out;
+}
 
 }  // namespace
 
 int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
   ArgParser p;
   p.value("--type").value("--k").value("--n").value("--t").value("--iters").value("--threads");
-  p.value("--isa").value("--layout").value("--copies").flag("--help", {"-h"});
+  p.value("--isa").value("--layout").value("--copies").value("--ahead").flag("--help", {"-h"});
   DType type = DType::kQ4_0;
   int k = 2560, n = 10240, t = 1, iters = 0, threads = 0, copies = 1;
   cpu::QuantIsa isa = cpu::quant_best_isa();
   std::optional<WeightLayout> layout;
+  std::vector<int64_t> aheads;
   try {
     p.parse(args, 0);
     if (p.get_flag("--help")) {
@@ -202,6 +233,7 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
     threads = p.get_non_negative_int("--threads", 0);
     copies = p.get_int("--copies", 1);
     if (copies <= 0) throw InputError("--copies must be positive");
+    if (auto v = p.get("--ahead")) aheads = parse_ahead_list(*v);
     if (k <= 0 || n <= 0 || t <= 0 || k % dtype_block_elems(type) != 0) {
       throw InputError("--k, --n, --t must be positive and K a multiple of the block size");
     }
@@ -283,6 +315,31 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
     const double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
     iters = std::max(3, static_cast<int>(copies / std::max(once, 1e-6)));
   }
+  const char* layout_name = *layout == WeightLayout::kRows ? "rows" : "interleaved";
+  if (!aheads.empty()) {
+    // Rounds of one sweep per distance, at least 5, about iters calls per distance in all.
+    const int rounds = std::max(5, iters / copies);
+    std::vector<std::vector<double>> per_call(aheads.size());
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t d = 0; d < aheads.size(); ++d) {
+        a.prefetch_ahead = aheads[d];
+        const auto s = std::chrono::steady_clock::now();
+        for (int c = 0; c < copies; ++c) call(c);
+        per_call[d].push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() / copies);
+      }
+    }
+    for (size_t d = 0; d < aheads.size(); ++d) {
+      const double secs = median(per_call[d]);
+      const std::string name = aheads[d] < 0 ? "cpu" : std::to_string(aheads[d]);
+      std::printf(
+          "type %s isa %s layout %s threads %zu T %d N %d K %d ahead %s: %.3f ms/call, %.1f GB/s "
+          "weights (median of %d sweeps, alternating)\n",
+          cpu::quantization_type_name(type), cpu::quant_isa_name(isa), layout_name, pool.size(), t,
+          n, k, name.c_str(), secs * 1e3, static_cast<double>(matrix_bytes) / secs / 1e9, rounds);
+    }
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) call(i);
   const double secs =
@@ -290,9 +347,8 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
   std::printf(
       "type %s isa %s layout %s threads %zu T %d N %d K %d: %.3f ms/call, %.1f GB/s weights, "
       "%.1f GOPS\n",
-      cpu::quantization_type_name(type), cpu::quant_isa_name(isa),
-      *layout == WeightLayout::kRows ? "rows" : "interleaved", pool.size(), t, n, k, secs * 1e3,
-      static_cast<double>(matrix_bytes) / secs / 1e9,
+      cpu::quantization_type_name(type), cpu::quant_isa_name(isa), layout_name, pool.size(), t, n,
+      k, secs * 1e3, static_cast<double>(matrix_bytes) / secs / 1e9,
       2.0 * t * n * static_cast<double>(k) / secs / 1e9);
   return 0;
 }

@@ -392,6 +392,9 @@ TEST(BenchCli, QuantKernelLayoutAndCopies) {
        "bench quant-kernel: --layout: unknown layout 'diagonal' (expected "
        "rows or interleaved)"},
       {"--copies 0", "bench quant-kernel: --copies must be positive"},
+      {"--ahead 12k", "bench quant-kernel: --ahead: '12k' is neither cpu nor a byte count"},
+      {"--ahead 0,,1", "bench quant-kernel: --ahead: '' is neither cpu nor a byte count"},
+      {"--ahead -5", "bench quant-kernel: --ahead: '-5' is neither cpu nor a byte count"},
       {"--type q4_k --k 256 --layout interleaved",
        "bench quant-kernel: --layout interleaved: needs --type q8_0 or q4_0 and N a multiple of "
        "16"},
@@ -406,6 +409,18 @@ TEST(BenchCli, QuantKernelLayoutAndCopies) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("type q8_0 isa "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" layout rows threads "), std::string::npos) << r.out;
+  // --ahead: one line per distance, in the order given, each the median of alternating sweeps.
+  const auto ab = testing::run_command(
+      bin + "--type q4_0 --k 64 --n 32 --t 1 --copies 2 --iters 2 --ahead cpu,0,4096 2>&1");
+  EXPECT_EQ(ab.exit_code, 0) << ab.out;
+  const size_t cpu_line = ab.out.find(" ahead cpu: "), zero = ab.out.find(" ahead 0: "),
+               bytes = ab.out.find(" ahead 4096: ");
+  ASSERT_NE(cpu_line, std::string::npos) << ab.out;
+  ASSERT_NE(zero, std::string::npos) << ab.out;
+  ASSERT_NE(bytes, std::string::npos) << ab.out;
+  EXPECT_LT(cpu_line, zero);
+  EXPECT_LT(zero, bytes);
+  EXPECT_NE(ab.out.find("(median of 5 sweeps, alternating)"), std::string::npos) << ab.out;
 }
 
 TEST(BenchCli, MembwJson) {

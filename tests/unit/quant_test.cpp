@@ -167,7 +167,7 @@ struct Problem {
 
 std::vector<float> run(const Problem& p, const std::vector<std::byte>& w,
                        const std::vector<float>& x, ThreadPool* pool, QuantIsa isa, int64_t ldx,
-                       WeightLayout layout = WeightLayout::kRows) {
+                       WeightLayout layout = WeightLayout::kRows, int64_t prefetch_ahead = -1) {
   std::vector<float> y(p.t * (p.n + 3), -1.0f);
   MatmulArgs a;
   a.x = x.data();
@@ -180,6 +180,7 @@ std::vector<float> run(const Problem& p, const std::vector<std::byte>& w,
   a.t = p.t;
   a.k = p.k;
   a.n = p.n;
+  a.prefetch_ahead = prefetch_ahead;
   quant_matmul_isa(a, pool, isa);
   return y;
 }
@@ -433,6 +434,26 @@ TEST(QuantInterleave, EveryIsaMatchesTheCanonicalOrderBitwise) {
       ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * 4), 0)
           << quant_isa_name(isa) << " " << dtype_name(p.dtype) << " T=" << p.t << " N=" << p.n
           << " K=" << p.k;
+    }
+  }
+}
+
+// How far ahead one-row products request their lines (MatmulArgs::prefetch_ahead: the next
+// group, a few bytes, a group and more, past the matrix's end) never changes a bit.
+TEST(QuantInterleave, RequestDistanceKeepsTheBits) {
+  ThreadPool pool(2);
+  uint32_t seed = 900;
+  for (const Problem& p : interleave_problems()) {
+    if (p.t != 1) continue;
+    const auto rows = quantize_matrix(p.dtype, random_values(p.n * p.k, seed++), p.n, p.k);
+    const auto w = interleaved(p.dtype, rows, p.n, p.k);
+    const auto x = random_values(p.k, seed++);
+    const auto ref = interleaved_reference(p.dtype, rows, x, p, p.k);
+    for (int64_t ahead : {int64_t{-1}, int64_t{0}, int64_t{64}, int64_t{12288}, int64_t{1} << 20}) {
+      const auto got =
+          run(p, w, x, &pool, quant_best_isa(), p.k, WeightLayout::kInterleaved16, ahead);
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * 4), 0)
+          << "ahead " << ahead << " " << dtype_name(p.dtype) << " N=" << p.n << " K=" << p.k;
     }
   }
 }

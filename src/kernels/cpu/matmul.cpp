@@ -32,9 +32,9 @@ constexpr size_t kMaxStealingThreads = 64;
 // and the distance the quantized kernels request ahead from (the lines before it are no one's).
 template <LinePrefetch kOnce>
 void prefetch_next_share(const MatmulArgs& a, size_t index, size_t threads) {
-  const size_t kPrefetchBytes = std::max(size_t{16} << 10, once_prefetch_distance());
+  const size_t prefetch_bytes = std::max(size_t{16} << 10, once_prefetch_distance());
   const size_t begin = a.next_bytes / threads * index / 64 * 64;
-  const size_t end = std::min(a.next_bytes, begin + kPrefetchBytes);
+  const size_t end = std::min(a.next_bytes, begin + prefetch_bytes);
   const auto* p = static_cast<const char*>(a.next_w);
   for (size_t off = begin; off < end; off += 64) prefetch_line<kOnce>(p + off);
 }

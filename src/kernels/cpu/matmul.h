@@ -37,6 +37,10 @@ struct MatmulArgs {
   // threads wait between the two sections (and the step thread does its serial work).
   const void* next_w = nullptr;
   size_t next_bytes = 0;
+  // One-row products of interleaved Q8_0 / Q4_0 on AVX-512 VNNI: how far ahead each thread
+  // requests its weight lines. -1: the CPU's choice (once_prefetch_distance()); 0: the whole
+  // next 16-row group; > 0: that many bytes past the current group's start (bench tuning).
+  int64_t prefetch_ahead = -1;
 };
 
 // Runs on `pool` (nullptr = calling thread only), split statically over N, with the kernels of

@@ -174,7 +174,8 @@ GS_AVX512 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin
   constexpr int64_t kMaxBatchRows = 12;
   const bool batch_l2 = batch_line_prefetch() == LinePrefetch::kL2;
   if (args.t == 1) {
-    const size_t ahead = once_prefetch_distance();
+    const size_t ahead = args.prefetch_ahead >= 0 ? static_cast<size_t>(args.prefetch_ahead)
+                                                  : once_prefetch_distance();
     with_once_line_prefetch(
         [&]<LinePrefetch kOnce>() { groups<kType, 1, 1, kOnce>(args, a, g_begin, g_end, ahead); });
   } else if (batch_l2 && args.t <= kMaxBatchRows && kType == DType::kQ8_0 && args.t >= 8) {
