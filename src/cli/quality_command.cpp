@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -186,23 +185,15 @@ constexpr const char* kKernelUsage =
     "prints the median of each: alternating in one process, so a shared machine's drift\n"
     "between runs does not decide the comparison. Other kernels ignore the distance.\n";
 
-// "cpu" -> -1, else a byte count >= 0.
+// "cpu" -> -1, else a byte count >= 0 (parse_int_list's integers).
 std::vector<int64_t> parse_ahead_list(const std::string& text) {
   std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
+  for (size_t start = 0; start <= text.size();) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    if (item == "cpu") {
-      out.push_back(-1);
-    } else {
-      char* end = nullptr;
-      const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0) {
-        throw InputError("--ahead: '" + item + "' is neither cpu nor a byte count");
-      }
-      out.push_back(v);
-    }
+    const int v = item == "cpu" ? -1 : parse_int_list(item, "--ahead").front();
+    if (v < 0 && item != "cpu") throw InputError("--ahead: " + item + " bytes is negative");
+    out.push_back(v);
     start = comma + 1;
   }
   return out;

@@ -392,9 +392,11 @@ TEST(BenchCli, QuantKernelLayoutAndCopies) {
        "bench quant-kernel: --layout: unknown layout 'diagonal' (expected "
        "rows or interleaved)"},
       {"--copies 0", "bench quant-kernel: --copies must be positive"},
-      {"--ahead 12k", "bench quant-kernel: --ahead: '12k' is neither cpu nor a byte count"},
-      {"--ahead 0,,1", "bench quant-kernel: --ahead: '' is neither cpu nor a byte count"},
-      {"--ahead -5", "bench quant-kernel: --ahead: '-5' is neither cpu nor a byte count"},
+      {"--ahead 12k",
+       "bench quant-kernel: --ahead: '12k' is not an integer (expected a list like 2,45,67)"},
+      {"--ahead 0,,1",
+       "bench quant-kernel: --ahead: '' is not an integer (expected a list like 2,45,67)"},
+      {"--ahead cpu,-5", "bench quant-kernel: --ahead: -5 bytes is negative"},
       {"--type q4_k --k 256 --layout interleaved",
        "bench quant-kernel: --layout interleaved: needs --type q8_0 or q4_0 and N a multiple of "
        "16"},
