@@ -9,6 +9,19 @@
 
 namespace gemmaserve {
 
+// Token sequences the answer must open with, one of `choices` (tool_choice "required" or a named
+// function: the tool-call marker and a tool's name). The answer starts at the first generated
+// token, or after a leading span from `lead_open` to `lead_close` (a thought channel) when the
+// output opens with `lead_open` or the prompt left the span open (`starts_inside_lead`). Each
+// answer token is masked to the next tokens of the choices it still matches, until one matches
+// whole; the model writes the rest freely.
+struct ForcedAnswerPrefix {
+  std::vector<std::vector<int32_t>> choices;
+  int32_t lead_open = -1;  // -1 = no leading span
+  int32_t lead_close = -1;
+  bool starts_inside_lead = false;
+};
+
 struct SamplingParams {
   int n = 1;
   int max_tokens = 16;
@@ -32,6 +45,7 @@ struct SamplingParams {
   std::optional<int> logprobs;         // top-K of the raw model distribution per generated token
   std::optional<int> prompt_logprobs;  // top-K per prompt position (first is null)
   bool skip_special_tokens = true;
+  std::optional<ForcedAnswerPrefix> forced_answer_prefix;
 
   // Throws InputError naming the field when a value is out of range (vLLM's messages).
   // `max_logprobs` bounds logprobs/prompt_logprobs as vLLM's --max-logprobs; -1 = vocab_size.

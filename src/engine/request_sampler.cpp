@@ -107,12 +107,18 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
   work_.assign(raw_logits.begin(), raw_logits.end());
   std::vector<float>& x = work_;
 
-  if (params_.allowed_token_ids) {
+  auto keep_only = [&x](std::span<const int32_t> ids) {
     std::vector<float> kept;
-    kept.reserve(params_.allowed_token_ids->size());
-    for (int32_t id : *params_.allowed_token_ids) kept.push_back(x[id]);
+    kept.reserve(ids.size());
+    for (int32_t id : ids) kept.push_back(x[id]);
     std::fill(x.begin(), x.end(), kNegInf);
-    for (size_t i = 0; i < kept.size(); ++i) x[(*params_.allowed_token_ids)[i]] = kept[i];
+    for (size_t i = 0; i < kept.size(); ++i) x[ids[i]] = kept[i];
+  };
+  if (params_.allowed_token_ids) keep_only(*params_.allowed_token_ids);
+  if (params_.forced_answer_prefix) {
+    const std::vector<int32_t> next =
+        forced_next_tokens(*params_.forced_answer_prefix, output_tokens);
+    if (!next.empty()) keep_only(next);
   }
 
   // A bad word's last token is banned when the output ends with the rest of the word.
@@ -162,6 +168,39 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
   }
 
   return x;
+}
+
+std::vector<int32_t> RequestSampler::forced_next_tokens(const ForcedAnswerPrefix& forced,
+                                                        std::span<const int32_t> output_tokens) {
+  // Where the answer starts: after the leading span when there is one, else at once.
+  size_t start = 0;
+  const bool has_lead = forced.lead_open >= 0 && forced.lead_close >= 0;
+  const bool opens_lead = has_lead && !forced.starts_inside_lead && !output_tokens.empty() &&
+                          output_tokens.front() == forced.lead_open;
+  if (has_lead && (forced.starts_inside_lead || opens_lead)) {
+    const auto close = std::find(output_tokens.begin() + (opens_lead ? 1 : 0), output_tokens.end(),
+                                 forced.lead_close);
+    if (close == output_tokens.end()) return {};  // still inside the span: free
+    start = static_cast<size_t>(close - output_tokens.begin()) + 1;
+  }
+  const std::span<const int32_t> answer = output_tokens.subspan(start);
+  std::vector<int32_t> next;
+  for (const std::vector<int32_t>& choice : forced.choices) {
+    if (choice.size() <= answer.size()) {
+      if (std::equal(choice.begin(), choice.end(), answer.begin())) return {};  // one is whole
+      continue;
+    }
+    if (std::equal(answer.begin(), answer.end(), choice.begin())) {
+      next.push_back(choice[answer.size()]);
+    }
+  }
+  // The first answer token may instead open the leading span.
+  if (has_lead && !forced.starts_inside_lead && output_tokens.empty()) {
+    next.push_back(forced.lead_open);
+  }
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  return next;
 }
 
 TokenLogprobs RequestSampler::logprobs(std::span<const float> raw_logits, int k, int32_t chosen) {

@@ -27,7 +27,8 @@ class RequestSampler {
                  uint64_t fallback_seed);
 
   // The next token given the raw logits of this step and the tokens generated so far.
-  // Processing order as vLLM v1: allowed_token_ids, bad_words, min_tokens masks, logit_bias,
+  // Processing order as vLLM v1: allowed_token_ids (and the forced answer prefix, as vLLM's
+  // structured-output mask), bad_words, min_tokens masks, logit_bias,
   // penalties (repetition over prompt+output, presence/frequency over output), temperature,
   // min_p, top_k, top_p, then a draw (greedy below 1e-5, ties to the lower id). Throws
   // InputError when the masks leave no token at all (e.g. allowed_token_ids all bad words).
@@ -37,6 +38,10 @@ class RequestSampler {
   // applied. Valid until the next call.
   std::span<const float> process(std::span<const float> raw_logits,
                                  std::span<const int32_t> output_tokens);
+
+  // The tokens the forced answer prefix allows after `output_tokens`; empty when it allows any.
+  static std::vector<int32_t> forced_next_tokens(const ForcedAnswerPrefix& forced,
+                                                 std::span<const int32_t> output_tokens);
 
   // Top-K log-probabilities of the raw distribution plus `chosen` (vLLM's default logprobs mode).
   static TokenLogprobs logprobs(std::span<const float> raw_logits, int k, int32_t chosen);

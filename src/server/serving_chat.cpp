@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/chat_rendering.h"
+#include "server/special_token_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -22,7 +23,51 @@ struct ChatJob {
   std::string id;
   int64_t created = 0;
   std::string echo_text;  // vLLM's chat echo: the last message's content when it is the assistant's
+  bool forced_tool_call = false;  // tool_choice "required" or a named function, enforced
 };
+
+// The id of a marker that is one token of this vocabulary, or -1.
+int32_t single_token_id(const Tokenizer& tok, std::string_view marker) {
+  const std::vector<int32_t> ids =
+      tok.encode(marker, /*add_special=*/false, /*parse_special=*/true);
+  return ids.size() == 1 ? ids[0] : -1;
+}
+
+// tool_choice "required" or a named function as the answer's forced opening: the Gemma 4
+// tool-call marker, then "call:NAME{" for the named tool or for any of the request's tools (vLLM
+// enforces these by structured output; this is the Gemma 4 form of the same guarantee). The
+// model may think first unless the prompt closed the thought channel (thinking off). Nullopt
+// when the vocabulary has no Gemma 4 tool-call marker.
+std::optional<ForcedAnswerPrefix> tool_choice_prefix(const Tokenizer& tok, const ChatRequest& req,
+                                                     std::string_view prompt) {
+  const int32_t call = single_token_id(tok, kToolCallStart);
+  if (call < 0) return std::nullopt;
+  std::vector<std::string> names;
+  if (req.tool_choice == "function") {
+    names.push_back(*req.tool_choice_function);
+  } else {
+    for (const auto& t : req.tools) names.push_back(t["function"]["name"].get<std::string>());
+  }
+  ForcedAnswerPrefix f;
+  for (const std::string& name : names) {
+    std::vector<int32_t> choice = {call};
+    // The name is the client's text: its marker-like substrings stay plain text.
+    for (int32_t id : tok.encode("call:" + name + "{", false, /*parse_special=*/false)) {
+      choice.push_back(id);
+    }
+    f.choices.push_back(std::move(choice));
+  }
+  const size_t end = prompt.find_last_not_of(" \t\r\n");
+  const bool thinking_off =
+      end != std::string_view::npos && prompt.substr(0, end + 1).ends_with(kChannelEnd);
+  if (!thinking_off) {
+    f.lead_open = single_token_id(tok, kChannelStart);
+    f.lead_close = single_token_id(tok, kChannelEnd);
+    if (f.lead_open < 0 || f.lead_close < 0) f.lead_open = f.lead_close = -1;
+    f.starts_inside_lead = f.lead_open >= 0 && prompt_ends_in_open_thought_channel(prompt);
+  }
+  return f;
+}
 
 // vLLM's chat `echo`: the last message's text content when its role is the reply's role.
 std::string chat_echo_text(const ChatRequest& req) {
@@ -109,6 +154,8 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
     ordered_json msg;
     msg["role"] = "assistant";
     if (!job.echo_text.empty()) parts.content = job.echo_text + parts.content.value_or("");
+    // vLLM answers a forced tool call with content "" (its structured output holds no text).
+    if (job.forced_tool_call && !parts.content) parts.content = "";
     msg["content"] = parts.content ? ordered_json(*parts.content) : ordered_json(nullptr);
     msg["refusal"] = nullptr;
     msg["annotations"] = nullptr;
@@ -127,7 +174,9 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
     } else {
       c["logprobs"] = nullptr;
     }
-    c["finish_reason"] = chat_finish_reason(o.finish_reason, !parts.tool_calls.empty());
+    // vLLM: only calls the model chose itself ("auto") make a whole response's reason tool_calls.
+    c["finish_reason"] =
+        chat_finish_reason(o.finish_reason, !parts.tool_calls.empty() && !job.forced_tool_call);
     c["stop_reason"] = stop_reason_json(o.stop_reason_text, o.stop_reason_token);
     if (job.request.return_token_ids) c["token_ids"] = o.token_ids;
     completion_tokens += static_cast<int>(o.token_ids.size());
@@ -243,8 +292,11 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
           choice["logprobs"] = nullptr;
         }
         if (finishing) {
-          choice["finish_reason"] =
-              chat_finish_reason(d.finish_reason, !parser.tool_calls().empty());
+          // vLLM's stream reports tool_calls once any call was streamed, forced or not.
+          const bool called = !parser.tool_calls().empty();
+          choice["finish_reason"] = job->forced_tool_call && called
+                                        ? std::string("tool_calls")
+                                        : chat_finish_reason(d.finish_reason, called);
           choice["stop_reason"] = stop_reason_json(d.stop_reason_text, d.stop_reason_token);
         } else {
           choice["finish_reason"] = nullptr;
@@ -318,21 +370,27 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   job->prompt_ids = std::move(prompt.token_ids);
   prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens);
 
+  const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
+  SamplingParams params = req.params;
+  if (req.tool_choice == "required" || req.tool_choice == "function") {
+    params.forced_answer_prefix = tool_choice_prefix(*tok, req, prompt.text);
+    job->forced_tool_call = params.forced_answer_prefix.has_value();
+    if (!job->forced_tool_call) {
+      GS_LOG_WARNING << "tool_choice '" << req.tool_choice
+                     << "' cannot be enforced: the vocabulary has no Gemma 4 tool-call marker; "
+                        "the model's own tool calls are parsed as with 'auto'";
+    }
+  }
   job->parse.parse_reasoning = ctx.reasoning_parser;
-  job->parse.parse_tools = ctx.tool_parser && req.tool_choice != "none";
+  job->parse.parse_tools = job->forced_tool_call || (ctx.tool_parser && req.tool_choice != "none");
   job->parse.strip_markers = ctx.gemma4;
   job->parse.include_reasoning = req.include_reasoning;
-  job->parse.starts_in_thought_channel =
-      ctx.reasoning_parser && prompt_ends_in_open_thought_channel(prompt.text);
-  if (req.tool_choice == "required" || req.tool_choice == "function") {
-    GS_LOG_WARNING << "tool_choice '" << req.tool_choice
-                   << "' is not enforced by guided decoding yet; the model's own tool calls are "
-                      "parsed as with 'auto'";
-  }
+  job->parse.starts_in_thought_channel = ctx.reasoning_parser && in_thought;
 
-  SamplingParams params = req.params;
   // The parsers read the marker text, so special tokens are decoded and stripped afterwards.
-  if (ctx.gemma4 && (ctx.reasoning_parser || ctx.tool_parser)) params.skip_special_tokens = false;
+  if ((ctx.gemma4 && (ctx.reasoning_parser || ctx.tool_parser)) || job->forced_tool_call) {
+    params.skip_special_tokens = false;
+  }
   params.max_tokens =
       resolve_max_tokens(ctx, static_cast<int>(job->prompt_ids.size()), req.max_tokens);
   check_overload(ctx);

@@ -144,6 +144,43 @@ const api = {
     }));
     assert.ok(streamed.length >= 2);
   },
+  async chatToolChoiceForcesTheCall() {
+    // Random weights never call a tool unasked: tool_choice "required" and a named function
+    // must make them (vLLM enforces both by structured output).
+    const fn = (name, properties = {}) => ({
+      type: 'function', function: { name, parameters: { type: 'object', properties } },
+    });
+    const tools = [fn('get_weather', { city: { type: 'string' } }), fn('get_time')];
+    const body = { model: MODEL, messages: user('Weather in Paris?'), max_tokens: 12, temperature: 0 };
+    const named = await client.chat.completions.create({
+      ...body, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
+    });
+    const m = named.choices[0].message;
+    assert.equal(m.tool_calls.length >= 1, true, JSON.stringify(m));
+    assert.equal(m.tool_calls[0].function.name, 'get_time');
+    assert.equal(typeof JSON.parse(m.tool_calls[0].function.arguments), 'object');
+    assert.equal(m.content, '');
+    assert.notEqual(named.choices[0].finish_reason, 'tool_calls');  // vLLM: only for "auto"
+    const one = await client.chat.completions.create({
+      ...body, tools: [tools[0]], tool_choice: 'required',
+    });
+    assert.equal(one.choices[0].message.tool_calls[0].function.name, 'get_weather');
+    for (const seed of [1, 2, 3]) {
+      const r = await client.chat.completions.create({
+        ...body, temperature: 1, seed, tools, tool_choice: 'required',
+      });
+      assert.ok(['get_weather', 'get_time'].includes(r.choices[0].message.tool_calls[0].function.name));
+    }
+    const chunks = await collect(await client.chat.completions.create({
+      ...body, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
+      stream: true,
+    }));
+    const deltas = chunks.flatMap((c) => c.choices).flatMap((c) => c.delta?.tool_calls ?? []);
+    assert.equal(deltas[0].function.name, 'get_time');
+    assert.equal(deltas.map((d) => d.function?.arguments ?? '').join(''),
+      m.tool_calls[0].function.arguments);
+    assert.equal(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
+  },
   async chatEchoAndContinueFinalMessage() {
     const body = {
       model: MODEL, messages: [...user('Hi'), { role: 'assistant', content: 'Well,' }],

@@ -269,6 +269,85 @@ TEST(RequestSamplerTest, EveryTokenMaskedIsAnInputError) {
   EXPECT_THROW(make(bias, 3), InputError);  // validated: never an index out of range
 }
 
+// tool_choice enforcement: vocabulary 10, lead span 8 ... 9, choices {5 1 2} and {5 1 3}.
+ForcedAnswerPrefix two_calls() {
+  ForcedAnswerPrefix f;
+  f.choices = {{5, 1, 2}, {5, 1, 3}};
+  f.lead_open = 8;
+  f.lead_close = 9;
+  return f;
+}
+
+TEST(RequestSamplerTest, ForcedAnswerPrefixMasksToTheChoicesAfterTheLeadingSpan) {
+  using F = RequestSampler;
+  const ForcedAnswerPrefix f = two_calls();
+  EXPECT_EQ(F::forced_next_tokens(f, {}), (Ids{5, 8}));  // the call, or thinking first
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{5}), (Ids{1}));
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{5, 1}), (Ids{2, 3}));  // either tool
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{5, 1, 3}), Ids{});     // whole: free from here
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{5, 1, 3, 7, 7}), Ids{});
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 4}), Ids{});  // thinking: free
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 9}), (Ids{5}));
+  EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 9, 5, 1}), (Ids{2, 3}));
+  ForcedAnswerPrefix inside = f;  // the prompt left the thought channel open
+  inside.starts_inside_lead = true;
+  EXPECT_EQ(F::forced_next_tokens(inside, {}), Ids{});
+  EXPECT_EQ(F::forced_next_tokens(inside, Ids{4, 9}), (Ids{5}));
+  ForcedAnswerPrefix no_lead = f;
+  no_lead.lead_open = no_lead.lead_close = -1;
+  EXPECT_EQ(F::forced_next_tokens(no_lead, {}), (Ids{5}));
+  EXPECT_EQ(F::forced_next_tokens(no_lead, Ids{5, 1}), (Ids{2, 3}));
+
+  // Sampling follows the mask whatever the logits favour, greedy or not.
+  SamplingParams p;
+  p.temperature = 0;
+  p.forced_answer_prefix = f;
+  const std::vector<float> l = {9, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  RequestSampler s = make(p, 10);
+  EXPECT_EQ(s.sample(l, {}), 5);  // 5 and 8 tie at 0: the lower id
+  EXPECT_EQ(s.sample(l, Ids{5}), 1);
+  EXPECT_EQ(s.sample(l, Ids{5, 1}), 3);  // the better of the two tools
+  EXPECT_EQ(s.sample(l, Ids{5, 1, 3}), 0);
+  p.temperature = 1;
+  RequestSampler hot = make(p, 10);
+  for (int i = 0; i < 50; ++i) {
+    const int32_t t = hot.sample(l, Ids{5, 1});
+    EXPECT_TRUE(t == 2 || t == 3) << t;
+  }
+}
+
+TEST(RequestSamplerTest, ForcedAnswerPrefixBadInputIsAnInputError) {
+  SamplingParams p;
+  p.forced_answer_prefix = two_calls();
+  p.forced_answer_prefix->choices.push_back({12});
+  try {
+    make(p, 10);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "token_id(s) [12] in forced_answer_prefix contain out-of-vocab token ids. "
+                 "Vocabulary size: 10");
+  }
+  p.forced_answer_prefix = two_calls();
+  p.forced_answer_prefix->choices.push_back({});
+  EXPECT_THROW(make(p, 10), InputError);
+  p.forced_answer_prefix = two_calls();
+  p.forced_answer_prefix->lead_close = -1;
+  EXPECT_THROW(make(p, 10), InputError);
+  // A mask that leaves nothing (allowed_token_ids against the forced call) is an InputError.
+  p.forced_answer_prefix = two_calls();
+  p.allowed_token_ids = Ids{1, 2};
+  RequestSampler s = make(p, 10);
+  try {
+    s.sample(std::vector<float>(10, 0.0f), {});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the "
+                 "forced answer prefix (tool_choice) mask every token");
+  }
+}
+
 TEST(RequestSamplerTest, LogprobsAreOfTheRawDistributionPlusTheChosenToken) {
   const std::vector<float> l = {0, 1, 2, 3};
   const double lse = std::log(1 + std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
