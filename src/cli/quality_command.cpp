@@ -176,14 +176,15 @@ constexpr const char* kKernelUsage =
     "                                     [--layout rows|interleaved] [--copies C]\n"
     "                                     [--ahead cpu|BYTES,...]\n"
     "Times Y[T, N] = X[T, K] W[N, K]^T on random quantized weights (default q4_0, K 2560,\n"
-    "N 10240, T 1, best ISA, the layout a model load would choose: interleaved for q8_0 and\n"
-    "q4_0 where the avx512-vnni path runs): prints ms per call, GB/s of weights and int8 GOPS\n"
-    "(2TNK). --copies C cycles through C copies of W, so matrices smaller than the caches\n"
-    "stream from memory as they do in a model's decode. --ahead times each listed distance at\n"
-    "which one-row interleaved products request their weight lines (cpu: this CPU's choice;\n"
-    "0: the whole next 16-row group; else bytes), one sweep of the copies each in turn, and\n"
-    "prints the median of each: alternating in one process, so a shared machine's drift\n"
-    "between runs does not decide the comparison. Other kernels ignore the distance.\n";
+    "N 10240, T 1, best ISA, the layout a model load would choose: interleaved for q8_0,\n"
+    "q4_0 and q4_k where the avx512-vnni path runs): prints ms per call, GB/s of weights\n"
+    "and int8 GOPS (2TNK). --copies C cycles through C copies of W, so matrices smaller\n"
+    "than the caches stream from memory as they do in a model's decode. --ahead times each\n"
+    "listed distance at which one-row interleaved products request their weight lines (cpu:\n"
+    "this CPU's choice; 0: the whole next 16-row group; else bytes), one sweep of the copies\n"
+    "each in turn, and prints the median of each: alternating in one process, so a shared\n"
+    "machine's drift between runs does not decide the comparison. Other kernels ignore the\n"
+    "distance.\n";
 
 // "cpu" -> -1, else a byte count >= 0 (parse_int_list's integers).
 std::vector<int64_t> parse_ahead_list(const std::string& text) {
@@ -245,7 +246,9 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
       }
       layout = *v == "rows" ? WeightLayout::kRows : WeightLayout::kInterleaved16;
       if (layout == WeightLayout::kInterleaved16 && !cpu::interleave_supported(type, n, k)) {
-        throw InputError("--layout interleaved: needs --type q8_0 or q4_0 and N a multiple of 16");
+        throw InputError(
+            "--layout interleaved: needs N a multiple of 16 and K a multiple of 32 (256 for "
+            "q4_k)");
       }
     }
   } catch (const InputError& e) {

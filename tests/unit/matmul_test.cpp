@@ -397,9 +397,9 @@ TEST(BenchCli, QuantKernelLayoutAndCopies) {
       {"--ahead 0,,1",
        "bench quant-kernel: --ahead: '' is not an integer (expected a list like 2,45,67)"},
       {"--ahead cpu,-5", "bench quant-kernel: --ahead: -5 bytes is negative"},
-      {"--type q4_k --k 256 --layout interleaved",
-       "bench quant-kernel: --layout interleaved: needs --type q8_0 or q4_0 and N a multiple of "
-       "16"},
+      {"--type q4_k --k 256 --n 24 --layout interleaved",
+       "bench quant-kernel: --layout interleaved: needs N a multiple of 16 and K a multiple of 32 "
+       "(256 for q4_k)"},
   };
   for (const auto& b : bad) {
     const auto r = testing::run_command(bin + b.args + " 2>&1");

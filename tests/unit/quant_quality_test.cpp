@@ -77,7 +77,7 @@ TEST(QuantQuality, WideRandomModel) {
 // The interleaved layout the AVX-512 VNNI kernels use changes only the float summation order
 // of each block sum; re-quantizing activations to int8 in every layer lets those last-bit
 // differences flip a few roundings, so logits differ by far less than quantization itself
-// (measured: mean KL 5e-5 here vs 8e-3 for q8_0 against f32) and every top-1 holds.
+// (measured: mean KL 5e-5 here vs 8e-3 for q8_0 against f32) and every confident top-1 holds.
 // Interleaved matrices of a model, and whether they include MoE experts.
 struct InterleavedCount {
   int matrices = 0;
@@ -106,7 +106,8 @@ TEST(QuantQuality, InterleavedLayoutMatchesRowLayout) {
   auto pool = std::make_shared<ThreadPool>(2);
   for (const fs::path& dir : {wide, moe}) {
     const bool is_moe = dir == moe;
-    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+      if (is_moe && type == DType::kQ4_K) continue;  // 64-wide rows hold no 256-element block
       WeightLoadOptions opts;
       opts.quantization = type;
       Gemma4ModelOptions rows_only;
@@ -126,7 +127,10 @@ TEST(QuantQuality, InterleavedLayoutMatchesRowLayout) {
       const QuantQualityReport r =
           compare_quantized(by_rows, interleaved, random_prompts(by_rows.vocab_size(), 3, 64, 5));
       print(is_moe ? "interl. moe" : "interleaved", type, r);
-      EXPECT_GE(r.agreement(), is_moe ? 0.98 : 1.0) << dtype_name(type);
+      // Q4_K folds its min term into the same accumulator here (a separate sum in the row
+      // layout): one near-tie flipped on this model (top-1 0.995), never a confident one.
+      EXPECT_GE(r.agreement(), is_moe || type == DType::kQ4_K ? 0.98 : 1.0) << dtype_name(type);
+      EXPECT_EQ(r.confident_agreement(), 1.0) << dtype_name(type);
       EXPECT_LT(r.mean_kl(), 5e-4) << dtype_name(type);
       EXPECT_LT(r.kl_max, 5e-3) << dtype_name(type);
     }

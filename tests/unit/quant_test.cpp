@@ -323,8 +323,36 @@ std::vector<std::byte> interleaved(DType d, const std::vector<std::byte>& rows, 
   return out;
 }
 
+// Q4_K's interleaved canonical order for one row-major row against quantized activations:
+// per sub-block the exact integer dot of its nibbles, then the scale fma and the min fma.
+float q4k_interleaved_dot(const std::byte* row, const std::vector<int>& xq,
+                          const std::vector<float>& dx, int64_t k) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(row + sb * kQ4KBlockBytes);
+    uint16_t h[2];
+    std::memcpy(h, blk, 4);
+    const float d = f16_to_f32(h[0]), dmin = f16_to_f32(h[1]);
+    for (int s = 0; s < 8; ++s) {
+      const int64_t b = sb * 8 + s;
+      uint8_t sc, m;
+      q4k_scale_min(blk + 4, s, &sc, &m);
+      int32_t dot = 0, sum = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = blk[16 + 32 * (s / 2) + l];
+        dot += (s % 2 == 0 ? byte & 15 : byte >> 4) * xq[b * 32 + l];
+        sum += xq[b * 32 + l];
+      }
+      const float xs = dx[b] * static_cast<float>(sum);
+      acc = std::fma(d * static_cast<float>(sc) * dx[b], static_cast<float>(dot), acc);
+      acc = std::fma(-(dmin * static_cast<float>(m)), xs, acc);
+    }
+  }
+  return acc;
+}
+
 // The canonical interleaved order from the row-major weights, written independently of the
-// kernels: per block the exact integer dot, then one fma per block.
+// kernels: per block the exact integer dot, then one fma per block (Q4_K: two per sub-block).
 std::vector<float> interleaved_reference(DType d, const std::vector<std::byte>& rows,
                                          const std::vector<float>& x, const Problem& p,
                                          int64_t ldx) {
@@ -346,6 +374,10 @@ std::vector<float> interleaved_reference(DType d, const std::vector<std::byte>& 
     }
     for (int64_t n = 0; n < p.n; ++n) {
       const std::byte* row = rows.data() + n * dtype_row_bytes(d, p.k);
+      if (d == DType::kQ4_K) {
+        y[t * (p.n + 3) + n] = q4k_interleaved_dot(row, xq, dx, p.k);
+        continue;
+      }
       dequantize_row(d, row, wdq.data(), p.k);
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
@@ -369,8 +401,9 @@ std::vector<float> interleaved_reference(DType d, const std::vector<std::byte>& 
 TEST(QuantInterleave, RowsReadBackExactly) {
   uint32_t seed = 300;
   ThreadPool pool(2);
-  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
-    for (int64_t k : {32, 96, 1536}) {
+  for (DType d : kTypes) {
+    for (int64_t k : {32, 96, 256, 1536}) {
+      if (k % dtype_block_elems(d) != 0) continue;
       const int64_t n = 48;
       const auto rows = quantize_matrix(d, random_values(n * k, seed++), n, k);
       const auto w = interleaved(d, rows, n, k, &pool);
@@ -401,8 +434,9 @@ TEST(QuantInterleave, Q8_0GroupLayout) {
 
 std::vector<Problem> interleave_problems() {
   std::vector<Problem> out;
-  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
-    for (int64_t k : {32, 96, 512, 1536}) {
+  for (DType d : kTypes) {
+    for (int64_t k : {32, 96, 256, 512, 1536}) {
+      if (k % dtype_block_elems(d) != 0) continue;
       out.push_back({d, 1, 16, k});
       out.push_back({d, 1, 80, k});  // 4-group decode tiles and a remainder group
       out.push_back({d, 5, 48, k});  // 2 x 4 tiles plus remainders both ways
@@ -461,7 +495,7 @@ TEST(QuantInterleave, RequestDistanceKeepsTheBits) {
 TEST(QuantInterleave, CloseToRowLayoutAndBatchInvariant) {
   ThreadPool pool2(2), pool3(3);
   uint32_t seed = 500;
-  for (DType d : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType d : kTypes) {
     const int64_t n = 64, k = 1024, t_max = 11;  // 2 x 4-row tiles and a 3-row one
     const auto rows = quantize_matrix(d, random_values(n * k, seed++), n, k);
     const auto w = interleaved(d, rows, n, k);
@@ -491,9 +525,10 @@ TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
                  "interleave: a Q8_0 matrix of 40 x 32 cannot be interleaved (F32, BF16, Q8_0 or "
-                 "Q4_0; rows a multiple of 16, columns of 32)");
+                 "Q4_0 with columns a multiple of 32, Q4_K of 256; rows a multiple of 16)");
   }
-  EXPECT_THROW(interleave_rows(DType::kQ4_K, src.data(), dst.data(), 16, 256, nullptr), InputError);
+  EXPECT_THROW(interleave_rows(DType::kQ4_K, src.data(), dst.data(), 16, 96, nullptr), InputError);
+  EXPECT_THROW(interleave_rows(DType::kF16, src.data(), dst.data(), 16, 32, nullptr), InputError);
   std::vector<float> x(32), y(24);
   MatmulArgs a;
   a.x = x.data();
@@ -511,15 +546,16 @@ TEST(QuantInterleave, RejectsWhatTheLayoutCannotHold) {
     FAIL() << "N = 24 accepted";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "quant_matmul: interleaved Q8_0 weights with N = 24 (the layout needs Q8_0 or "
-                 "Q4_0 and N a multiple of 16)");
+                 "quant_matmul: interleaved Q8_0 weights with N = 24 (the layout needs Q8_0, "
+                 "Q4_0 or Q4_K and N a multiple of 16)");
   }
   a.w_dtype = DType::kF16;
   try {
     matmul(a, nullptr);
     FAIL() << "interleaved f16 accepted";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "matmul: the interleaved weight layout is for F32, BF16, Q8_0 and Q4_0");
+    EXPECT_STREQ(e.what(),
+                 "matmul: the interleaved weight layout is for F32, BF16, Q8_0, Q4_0 and Q4_K");
   }
   a.w_dtype = DType::kBF16;
   try {

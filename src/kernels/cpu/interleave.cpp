@@ -15,6 +15,7 @@ namespace gemmaserve::cpu {
 namespace {
 
 constexpr size_t kScaleBytes = 2 * kInterleaveRows;  // one block's 16 f16 scales
+constexpr size_t kQ4KHeaderBytes = 256;  // a Q4_K super-block unit's d, dmin and scale bytes
 
 inline size_t block_bytes(DType dtype) {
   return dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
@@ -61,6 +62,39 @@ void interleave_group(DType dtype, const std::byte* src, std::byte* dst, int64_t
   }
 }
 
+// Q4_K group (16 rows of ns super-blocks): per super-block its header and values (interleave.h).
+void interleave_q4k_group(const std::byte* src, std::byte* dst, int64_t ns) {
+  const size_t row_bytes = static_cast<size_t>(ns) * kQ4KBlockBytes;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    std::byte* unit = dst + static_cast<size_t>(sb) * kInterleaveRows * kQ4KBlockBytes;
+    for (int64_t r = 0; r < kInterleaveRows; ++r) {
+      const std::byte* blk =
+          src + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(sb) * kQ4KBlockBytes;
+      std::memcpy(unit + 2 * r, blk, 2);
+      std::memcpy(unit + 32 + 2 * r, blk + 2, 2);
+      for (int j = 0; j < 12; ++j) unit[64 + 16 * j + r] = blk[4 + j];
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          std::memcpy(unit + kQ4KHeaderBytes + 512 * c + 64 * m + 4 * r, blk + 16 + 32 * c + 4 * m,
+                      4);
+        }
+      }
+    }
+  }
+}
+
+// Row r's original 144-byte block of super-block unit `unit` (the inverse of the above).
+void q4k_block_of_row(const std::byte* unit, int r, std::byte* blk) {
+  std::memcpy(blk, unit + 2 * r, 2);
+  std::memcpy(blk + 2, unit + 32 + 2 * r, 2);
+  for (int j = 0; j < 12; ++j) blk[4 + j] = unit[64 + 16 * j + r];
+  for (int c = 0; c < 4; ++c) {
+    for (int m = 0; m < 8; ++m) {
+      std::memcpy(blk + 16 + 32 * c + 4 * m, unit + kQ4KHeaderBytes + 512 * c + 64 * m + 4 * r, 4);
+    }
+  }
+}
+
 // The stored (unsigned) value of element e of row r (0..15) in block b of a group, and the
 // offset to subtract from it.
 inline int stored_value(DType dtype, const std::byte* values_block, int r, int e) {
@@ -102,17 +136,56 @@ void portable_interleaved_range(const MatmulArgs& args, const QuantActs& a, int6
   }
 }
 
+// Q4_K's canonical order (interleave.h) in scalar code.
+void portable_interleaved_q4k(const MatmulArgs& args, const QuantActs& a, int64_t n_begin,
+                              int64_t n_end) {
+  const int64_t ns = a.k / kQ4KBlockElems;
+  const size_t unit_bytes = kInterleaveRows * kQ4KBlockBytes;
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    const std::byte* group = static_cast<const std::byte*>(args.w) +
+                             static_cast<size_t>(n / kInterleaveRows) * unit_bytes * ns;
+    const int r = static_cast<int>(n % kInterleaveRows);
+    for (int64_t t = 0; t < args.t; ++t) {
+      const int8_t* xq = a.q + t * a.k;
+      const int64_t nb = a.blocks();
+      float acc = 0.0f;
+      for (int64_t sb = 0; sb < ns; ++sb) {
+        const std::byte* unit = group + static_cast<size_t>(sb) * unit_bytes;
+        uint8_t packed[12];
+        for (int j = 0; j < 12; ++j) packed[j] = std::to_integer<uint8_t>(unit[64 + 16 * j + r]);
+        const float d = load_f16(unit + 2 * r), dmin = load_f16(unit + 32 + 2 * r);
+        for (int s = 0; s < 8; ++s) {
+          const int64_t b = sb * 8 + s;
+          uint8_t sc, m;
+          q4k_scale_min(packed, s, &sc, &m);
+          const std::byte* line = unit + kQ4KHeaderBytes + 512 * (s / 2);
+          int32_t p = 0;
+          for (int e = 0; e < 32; ++e) {
+            const int byte = std::to_integer<int>(line[64 * (e / 4) + 4 * r + e % 4]);
+            p += (s % 2 == 0 ? byte & 15 : byte >> 4) * xq[b * 32 + e];
+          }
+          const float dsc = d * static_cast<float>(sc), dmm = dmin * static_cast<float>(m);
+          acc = std::fma(dsc * a.d[t * nb + b], static_cast<float>(p), acc);
+          acc = std::fma(-dmm, a.xs[t * nb + b], acc);
+        }
+      }
+      args.y[static_cast<size_t>(t) * args.ldy + n] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 bool interleave_supported(DType dtype, int64_t rows, int64_t cols) {
-  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kBF16 ||
-          dtype == DType::kF32) &&
-         rows > 0 && rows % kInterleaveRows == 0 && cols > 0 && cols % kQ8BlockElems == 0;
+  const int64_t block = dtype == DType::kQ4_K ? kQ4KBlockElems : kQ8BlockElems;
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K ||
+          dtype == DType::kBF16 || dtype == DType::kF32) &&
+         rows > 0 && rows % kInterleaveRows == 0 && cols > 0 && cols % block == 0;
 }
 
 bool interleave_preferred(DType dtype) {
   if (dtype == DType::kBF16 || dtype == DType::kF32) return cpu_isa() == CpuIsa::kAvx512;
-  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) &&
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K) &&
          quant_best_isa() == QuantIsa::kAvx512Vnni;
 }
 
@@ -121,8 +194,8 @@ void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int6
   if (!interleave_supported(dtype, rows, cols)) {
     throw InputError(std::string("interleave: a ") + dtype_name(dtype) + " matrix of " +
                      std::to_string(rows) + " x " + std::to_string(cols) +
-                     " cannot be interleaved (F32, BF16, Q8_0 or Q4_0; rows a multiple of 16, "
-                     "columns of 32)");
+                     " cannot be interleaved (F32, BF16, Q8_0 or Q4_0 with columns a multiple "
+                     "of 32, Q4_K of 256; rows a multiple of 16)");
   }
   const size_t group_bytes = static_cast<size_t>(kInterleaveRows) * dtype_row_bytes(dtype, cols);
   const auto* in = static_cast<const std::byte*>(src);
@@ -133,6 +206,8 @@ void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int6
       if (dtype == DType::kBF16 || dtype == DType::kF32) {
         interleave_word_group(in + g * group_bytes, out + g * group_bytes,
                               dtype_row_bytes(dtype, cols));
+      } else if (dtype == DType::kQ4_K) {
+        interleave_q4k_group(in + g * group_bytes, out + g * group_bytes, cols / kQ4KBlockElems);
       } else {
         interleave_group(dtype, in + g * group_bytes, out + g * group_bytes, cols / kQ8BlockElems);
       }
@@ -148,7 +223,20 @@ void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int6
 void interleaved_row_to_f32(DType dtype, const void* w, int64_t row, int64_t cols, float* out) {
   if (!interleave_supported(dtype, kInterleaveRows, cols)) {
     throw InputError(std::string("interleaved_row_to_f32: ") + dtype_name(dtype) +
-                     " is not an interleaved type or cols is not a multiple of 32");
+                     " is not an interleaved type or cols is not a multiple of its block");
+  }
+  if (dtype == DType::kQ4_K) {
+    const size_t unit_bytes = kInterleaveRows * kQ4KBlockBytes;
+    const int64_t ns = cols / kQ4KBlockElems;
+    const std::byte* group = static_cast<const std::byte*>(w) +
+                             static_cast<size_t>(row / kInterleaveRows) * unit_bytes * ns;
+    std::byte blk[kQ4KBlockBytes];
+    for (int64_t sb = 0; sb < ns; ++sb) {
+      q4k_block_of_row(group + static_cast<size_t>(sb) * unit_bytes,
+                       static_cast<int>(row % kInterleaveRows), blk);
+      dequantize_row(DType::kQ4_K, blk, out + sb * kQ4KBlockElems, kQ4KBlockElems);
+    }
+    return;
   }
   const int64_t nb = cols / kQ8BlockElems;
   const std::byte* group =
@@ -220,6 +308,8 @@ RangeKernel portable_interleaved_kernel(DType dtype) {
       return portable_interleaved_range<DType::kQ8_0>;
     case DType::kQ4_0:
       return portable_interleaved_range<DType::kQ4_0>;
+    case DType::kQ4_K:
+      return portable_interleaved_q4k;
     default:
       return nullptr;
   }

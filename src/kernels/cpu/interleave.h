@@ -20,6 +20,18 @@
 // Canonical order, per output (x row, w row): acc = 0; per block b in order,
 // acc = fma(d_w[b] * d_x[b], float(P_b), acc) with P_b the exact integer dot product of the
 // block. Every ISA path reproduces it bit for bit (independent of T, tiling and threads).
+//
+// Q4_K (K = 256 * ns), per super-block S a 2304-byte unit (16 rows x 144 B):
+//   [256 B] header: the 16 rows' f16 d (row r at 2r), f16 dmin (at 32 + 2r), and their 12 packed
+//           scale bytes, byte j of row r at 64 + 16j + r (16 rows side by side: one vector load
+//           widens byte j of every row)
+//   [2048 B] values: sub-block pair c (0..3), line m (0..7) at 512c + 64m: row r at 4r, the row's
+//           qs[32c + 4m .. 32c + 4m + 3] (low nibbles: sub-block 2c elements 4m..4m+3, high
+//           nibbles: sub-block 2c + 1, the same elements; unsigned 0..15, no offset)
+// Canonical order, per output: acc = 0; per 32-element sub-block b in order (s = b mod 8 of
+// its super-block), with dsc = d * float(sc_s) and dmm = dmin * float(m_s) (both exact),
+// P_b the block's integer dot product and xs_b = d_x[b] * float(sum of the block's x q):
+// acc = fma(dsc * d_x[b], float(P_b), acc), then acc = fma(-dmm, xs_b, acc).
 #pragma once
 
 #include <cstddef>
@@ -33,11 +45,11 @@ namespace gemmaserve::cpu {
 constexpr int64_t kInterleaveRows = 16;
 
 // Whether a [rows, cols] matrix of `dtype` can take the interleaved layout: F32, BF16, Q8_0 or
-// Q4_0, rows a multiple of 16, cols a multiple of 32.
+// Q4_0 with cols a multiple of 32, or Q4_K with cols a multiple of 256; rows a multiple of 16.
 bool interleave_supported(DType dtype, int64_t rows, int64_t cols);
 
 // Whether the matmul this process uses runs faster on interleaved `dtype` weights: the AVX-512
-// VNNI path for Q8_0 / Q4_0, the AVX-512 level for F32 and BF16.
+// VNNI path for Q8_0 / Q4_0 / Q4_K, the AVX-512 level for F32 and BF16.
 bool interleave_preferred(DType dtype);
 
 // Regroups a row-major [rows, cols] matrix into the interleaved layout; dst must not overlap

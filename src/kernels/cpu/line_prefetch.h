@@ -1,7 +1,9 @@
 // How kernels request memory lines ahead of use, and which request suits which CPU.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace gemmaserve::cpu {
 
@@ -32,6 +34,49 @@ inline void with_once_line_prefetch(Fn&& fn) {
     fn.template operator()<LinePrefetch::kL2>();
   }
 }
+
+// Lines [begin, end) a kernel tile requests while it runs.
+struct LineRange {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+};
+
+// The `lines` lines from `next` in equal shares, one per tile that computes the current weight
+// groups, so memory streams the next groups while every tile computes (requesting them all in
+// the first tile left memory idle during the others).
+class LineShares {
+ public:
+  LineShares(const char* next, size_t lines, int64_t tiles)
+      : next_(next),
+        end_(next + 64 * lines),
+        share_((lines + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles)) {}
+  LineRange take() {
+    const char* begin = std::min(next_ + 64 * share_ * taken_++, end_);
+    return {begin, std::min(begin + 64 * share_, end_)};
+  }
+
+ private:
+  const char* next_;
+  const char* end_;
+  size_t share_;
+  size_t taken_ = 0;
+};
+
+// Requests a LineRange an equal share per step of a loop of `steps` steps (a tile's blocks).
+template <LinePrefetch kKind>
+class LineTrickle {
+ public:
+  LineTrickle(LineRange r, int64_t steps)
+      : at_(r.begin), end_(r.end), per_step_(((r.end - r.begin) / 64 + steps) / steps) {}
+  void step() {
+    for (int64_t i = 0; i < per_step_ && at_ < end_; ++i, at_ += 64) prefetch_line<kKind>(at_);
+  }
+
+ private:
+  const char* at_;
+  const char* end_;
+  int64_t per_step_;
+};
 
 // How far ahead of its reads one-row decode requests quantized weight lines: 0 = the next 16-row
 // group (AMD, measured best on Zen 5), else this many bytes. On an Intel Xeon a group ahead

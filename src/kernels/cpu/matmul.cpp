@@ -186,7 +186,8 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
   }
   if (args.w_layout != WeightLayout::kRows) {
     if (args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF32) {
-      throw InputError("matmul: the interleaved weight layout is for F32, BF16, Q8_0 and Q4_0");
+      throw InputError(
+          "matmul: the interleaved weight layout is for F32, BF16, Q8_0, Q4_0 and Q4_K");
     }
     for (const MatmulArgs& p : parts) {
       if (!interleave_supported(p.w_dtype, p.n, std::max<int64_t>(p.k, 32))) {

@@ -78,9 +78,11 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   const bool interleaved = a.w_layout == WeightLayout::kInterleaved16;
   const bool want_off = a.w_dtype == DType::kQ4_0 && !interleaved;
   const bool want_xs = a.w_dtype == DType::kQ4_K;
-  // Interleaved weights are stored unsigned (q + 128 or q + 8): each block starts from this.
+  // Interleaved Q8_0 / Q4_0 are stored unsigned (q + 128 or q + 8): each block starts from this
+  // (Q4_K's values are unsigned already, its mins go through xs).
+  const bool want_corr = interleaved && a.w_dtype != DType::kQ4_K;
   const int32_t corr_mult = a.w_dtype == DType::kQ8_0 ? -128 : -8;
-  grow(s, rows, a.k, want_off, want_xs, interleaved);
+  grow(s, rows, a.k, want_off, want_xs, want_corr);
   const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
                                                          : quant_detail::quantize_act_row;
   auto quantize_rows = [&](size_t begin, size_t end) {
@@ -88,7 +90,7 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
       quantize_row(a.x + t * a.ldx, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
                    want_off ? s.off.data() + t * nb * 8 : nullptr,
                    want_xs ? s.xs.data() + t * nb : nullptr,
-                   interleaved ? s.corr.data() + t * nb : nullptr, corr_mult);
+                   want_corr ? s.corr.data() + t * nb : nullptr, corr_mult);
     }
   };
   if (pool && a.t >= 8) {
@@ -101,7 +103,7 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   acts.d = s.d.data();
   acts.off = want_off ? s.off.data() : nullptr;
   acts.xs = want_xs ? s.xs.data() : nullptr;
-  acts.corr = interleaved ? s.corr.data() : nullptr;
+  acts.corr = want_corr ? s.corr.data() : nullptr;
   acts.k = a.k;
   return acts;
 }
@@ -251,10 +253,10 @@ void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa
   }
   if (args.w_layout == WeightLayout::kInterleaved16) {
     for (const MatmulArgs& p : parts) {
-      if (!interleave_supported(p.w_dtype, p.n, std::max<int64_t>(p.k, 32))) {
+      if (!interleave_supported(p.w_dtype, p.n, p.k > 0 ? p.k : dtype_block_elems(p.w_dtype))) {
         throw InputError(std::string("quant_matmul: interleaved ") + dtype_name(p.w_dtype) +
                          " weights with N = " + std::to_string(p.n) +
-                         " (the layout needs Q8_0 or Q4_0 and N a multiple of 16)");
+                         " (the layout needs Q8_0, Q4_0 or Q4_K and N a multiple of 16)");
       }
     }
   }

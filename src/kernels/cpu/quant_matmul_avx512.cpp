@@ -7,13 +7,7 @@
 #include "kernels/cpu/quant_matmul_internal.h"
 
 #if defined(__x86_64__)
-// GCC 12 reports its own _mm512_undefined_* placeholders (inside insert intrinsics) as
-// maybe-uninitialized: a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
-#define GS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#include "kernels/cpu/vnni_avx512.h"
 
 namespace gemmaserve::cpu::quant_detail {
 namespace {

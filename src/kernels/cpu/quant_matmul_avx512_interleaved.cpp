@@ -11,35 +11,18 @@
 #include "kernels/cpu/quant_matmul_internal.h"
 
 #if defined(__x86_64__)
-// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized: false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
-#define GS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#include "kernels/cpu/vnni_avx512.h"
 
 namespace gemmaserve::cpu::quant_detail {
 namespace {
 
 constexpr size_t kScaleBytes = 2 * kInterleaveRows;
 
-GS_AVX512 inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// Lines [begin, end) to request while a tile runs, an equal share per block.
-struct Prefetch {
-  const char* begin = nullptr;
-  const char* end = nullptr;
-};
-
 // One tile: RX activation rows from t0 by RG groups (16 rows each) from group g0, requesting
 // the lines of `prefetch` as kPrefetch.
 template <DType kType, int RG, int RX, LinePrefetch kPrefetch = LinePrefetch::kL1>
 GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int64_t g0,
-                    Prefetch prefetch) {
+                    LineRange prefetch) {
   constexpr size_t kValues = kType == DType::kQ8_0 ? 512 : 256;
   const int64_t nb = a.blocks();
   const size_t group_bytes = static_cast<size_t>(nb) * (kScaleBytes + kValues);
@@ -51,16 +34,12 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
   }
   const int8_t* xq[RX];
   for (int x = 0; x < RX; ++x) xq[x] = a.q + (t0 + x) * a.k;
-  __m512 acc[RG][RX];
-  for (int g = 0; g < RG; ++g)
-    for (int x = 0; x < RX; ++x) acc[g][x] = _mm512_setzero_ps();
+  TileOutputs<RG, RX> out;
+  auto& acc = out.acc;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const char* pf = prefetch.begin;
-  const int pf_lines = static_cast<int>(((prefetch.end - prefetch.begin) / 64 + nb) / nb);
+  LineTrickle<kPrefetch> requests(prefetch, nb);
   for (int64_t b = 0; b < nb; ++b) {
-    for (int i = 0; i < pf_lines && pf < prefetch.end; ++i, pf += 64) {
-      prefetch_line<kPrefetch>(pf);
-    }
+    requests.step();
     __m512i p[RG][RX];
     for (int x = 0; x < RX; ++x) {
       const __m512i start = _mm512_set1_epi32(a.corr[(t0 + x) * nb + b]);
@@ -109,10 +88,7 @@ GS_AVX512 void tile(const MatmulArgs& args, const QuantActs& a, int64_t t0, int6
       }
     }
   }
-  for (int x = 0; x < RX; ++x) {
-    float* y = args.y + static_cast<size_t>(t0 + x) * args.ldy;
-    for (int g = 0; g < RG; ++g) _mm512_storeu_ps(y + (g0 + g) * kInterleaveRows, acc[g][x]);
-  }
+  out.store(args, t0, g0);
 }
 
 // Groups [g_begin, g_end) for every X row: RG groups at a time, X rows in tiles of RX. While
@@ -127,30 +103,23 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
       static_cast<size_t>(a.blocks()) * (kScaleBytes + (kType == DType::kQ8_0 ? 512 : 256));
   const int64_t tiles = args.t / RX + (args.t % RX != 0);
   const size_t lines = RG * group_bytes / 64;
-  const size_t share = (lines + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles);
   const auto* w = static_cast<const char*>(args.w);
   int64_t g = g_begin;
   for (; g + RG <= g_end; g += RG) {
     const char* next =
         w + static_cast<size_t>(g) * group_bytes + (ahead > 0 ? ahead : RG * group_bytes);
-    const char* next_end = next + lines * 64;
-    size_t i = 0;
-    auto part = [&]() {
-      const char* begin = std::min(next + 64 * share * i, next_end);
-      ++i;
-      return Prefetch{begin, std::min(begin + 64 * share, next_end)};
-    };
+    LineShares shares(next, lines, tiles);
     int64_t t = 0;
-    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX, kPrefetch>(args, a, t, g, part());
+    for (; t + RX <= args.t; t += RX) tile<kType, RG, RX, kPrefetch>(args, a, t, g, shares.take());
     // The last rows in narrower tiles (MoE experts see T of any size), not one at a time.
     static_assert(RX <= 8);
     if constexpr (RX > 4) {
-      if (args.t - t >= 4) tile<kType, RG, 4>(args, a, t, g, part());
+      if (args.t - t >= 4) tile<kType, RG, 4>(args, a, t, g, shares.take());
       if (args.t - t >= 4) t += 4;
     }
-    if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, part());
-    if (args.t - t == 2) tile<kType, RG, 2>(args, a, t, g, part());
-    if (args.t - t == 1) tile<kType, RG, 1>(args, a, t, g, part());
+    if (args.t - t == 3) tile<kType, RG, 3>(args, a, t, g, shares.take());
+    if (args.t - t == 2) tile<kType, RG, 2>(args, a, t, g, shares.take());
+    if (args.t - t == 1) tile<kType, RG, 1>(args, a, t, g, shares.take());
   }
   for (; g < g_end; ++g) {
     int64_t t = 0;
@@ -195,6 +164,8 @@ RangeKernel avx512_interleaved_kernel(DType dtype) {
       return range<DType::kQ8_0>;
     case DType::kQ4_0:
       return range<DType::kQ4_0>;
+    case DType::kQ4_K:
+      return avx512_interleaved_q4k_kernel();
     default:
       return portable_interleaved_kernel(dtype);
   }

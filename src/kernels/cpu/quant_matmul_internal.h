@@ -61,6 +61,7 @@ RangeKernel avx512_kernel(DType dtype);
 // Kernels over interleaved weights (interleave.h); n_begin and n_end multiples of 16.
 RangeKernel portable_interleaved_kernel(DType dtype);
 RangeKernel avx512_interleaved_kernel(DType dtype);
+RangeKernel avx512_interleaved_q4k_kernel();
 
 inline float reduce8(const float* a) {
   float r4[4], r2[2];
