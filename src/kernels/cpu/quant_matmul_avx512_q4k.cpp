@@ -162,7 +162,9 @@ GS_AVX512 void groups(const MatmulArgs& args, const QuantActs& a, int64_t g_begi
     const char* next =
         wc + static_cast<size_t>(g) * group_bytes + (ahead > 0 ? ahead : RG * group_bytes);
     LineShares shares(next, lines, tiles);
-    const float* tables = tiles > 1 ? group_tables<RG>(w, g, ns) : nullptr;
+    // Two tiles (batched decode of 5-8 rows) make their own: 4 % faster than a table round trip
+    // (bench quant-kernel --type q4_k --t 8, alternating builds).
+    const float* tables = tiles > 2 ? group_tables<RG>(w, g, ns) : nullptr;
     int64_t t = 0;
     for (; t + RX <= args.t; t += RX) tile<RG, RX, kPrefetch>(args, a, t, g, tables, shares.take());
     static_assert(RX <= 4);
