@@ -72,16 +72,18 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
   for (const auto& [name, v] : ckpt.all()) {
     const bool text = name.rfind(prefix, 0) == 0 || name == "lm_head.weight";
     const std::string key = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
-    const DType tensor_type = tensor_quant_type(type, key);
-    const int64_t block = dtype_block_elems(tensor_type);
+    const DType wanted = tensor_quant_type(type, key);
     bool quantize =
         text && v->shape.size() >= 2 && is_float(v->dtype) && is_quantizable_tensor(key);
-    if (quantize && v->shape.back() % block != 0) {
-      GS_LOG_INFO << name << ": row length " << v->shape.back() << " is not a multiple of " << block
-                  << "; kept as " << dtype_name(v->dtype);
+    const std::optional<DType> fit = quantize ? block_fit_type(wanted, v->shape.back()) : wanted;
+    if (fit != wanted) {
+      GS_LOG_INFO << block_fit_note(name, wanted, v->shape.back(), v->dtype);
+    }
+    if (!fit) {
       quantize = false;
       ++kept_float;
     }
+    const DType tensor_type = fit.value_or(wanted);
     TensorSpec spec{name, v->dtype, v->shape};
     if (quantize) {
       spec.dtype = DType::kU8;

@@ -41,6 +41,20 @@ DType tensor_quant_type(DType type, const std::string& name) {
   return embedding ? DType::kQ8_0 : type;
 }
 
+std::optional<DType> block_fit_type(DType wanted, int64_t cols) {
+  if (cols % dtype_block_elems(wanted) == 0) return wanted;
+  if (wanted == DType::kQ4_K && cols % dtype_block_elems(DType::kQ4_0) == 0) return DType::kQ4_0;
+  return std::nullopt;
+}
+
+std::string block_fit_note(const std::string& name, DType wanted, int64_t cols, DType float_dtype) {
+  const std::optional<DType> fit = block_fit_type(wanted, cols);
+  return name + ": row length " + std::to_string(cols) + " is not a multiple of " +
+         std::to_string(dtype_block_elems(wanted)) + "; " +
+         (fit ? std::string("stored as ") + dtype_name(*fit)
+              : std::string("kept as ") + dtype_name(float_dtype));
+}
+
 bool is_quantizable_tensor(const std::string& key) {
   if (key.find("router.") != std::string::npos) return false;
   static const char* kSuffixes[] = {"embed_tokens.weight",
@@ -124,15 +138,16 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
   for (WeightMatrix* m : todo) {
     if (!*m || dtype_is_quantized(m->dtype)) continue;
     const bool embedding = m == &w.embed_tokens || m == &w.lm_head;
-    const DType mt = tensor_quant_type(type, embedding ? "embed_tokens.weight" : m->name);
-    const int64_t block = dtype_block_elems(mt);
-    if (m->cols % block != 0) {
+    const DType wanted = tensor_quant_type(type, embedding ? "embed_tokens.weight" : m->name);
+    const std::optional<DType> mt = block_fit_type(wanted, m->cols);
+    if (mt != wanted) {
+      GS_LOG_INFO << block_fit_note(m->name, wanted, m->cols, m->dtype);
+    }
+    if (!mt) {
       ++skipped;
-      GS_LOG_INFO << m->name << ": row length " << m->cols << " is not a multiple of " << block
-                  << "; kept as " << dtype_name(m->dtype);
       continue;
     }
-    kept.emplace_back(m, mt);
+    kept.emplace_back(m, *mt);
     total += static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
   }
   size_t done = 0;

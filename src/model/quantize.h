@@ -29,6 +29,16 @@ bool is_quantizable_tensor(const std::string& key);
 // its output matrix at higher precision: every logit comes straight from it.
 DType tensor_quant_type(DType type, const std::string& name);
 
+// The type rows of `cols` elements get when `wanted` is asked for: `wanted` when they are whole
+// blocks of it; Q4_0 for Q4_K rows that are not whole 256-element super-blocks (26B-A4B's
+// 704-wide expert down projections), as llama.cpp falls back to a 32-element type there;
+// nullopt when they are not whole blocks of that either (the tensor stays float).
+std::optional<DType> block_fit_type(DType wanted, int64_t cols);
+
+// The log line for a tensor whose rows are not whole blocks of `wanted`: the type it is stored
+// as instead, or that it stays `float_dtype`.
+std::string block_fit_note(const std::string& name, DType wanted, int64_t cols, DType float_dtype);
+
 // The stored quantization of a checkpoint from its config.json (raw JSON): tensor name -> dtype,
 // and the overall type; nullopt when not a gemmaserve-quantized checkpoint. InputError on a
 // malformed quantization_config.

@@ -154,17 +154,22 @@ TEST(QuantizeCli, Errors) {
   EXPECT_NE(r.out.find("--type: unknown quantization type 'q5_k'"), std::string::npos) << r.out;
   r = run_err("quantize " + in + " " + (tmp.path() / "x").string());
   EXPECT_EQ(r.exit_code, 2);
-  // Hidden size 64, MLP 128: keqv's projections are not whole 256-element Q4_K blocks and stay
-  // float (logged); only the tied embedding (Q8_0 under 4-bit types) is quantized.
+  // Hidden size 64, MLP 128: keqv's projections are not whole 256-element Q4_K blocks and fall
+  // back to Q4_0 (logged); the tied embedding is Q8_0 as under every 4-bit type.
   const fs::path k4 = tmp.path() / "k4";
   r = run_err("quantize " + golden_model("keqv").string() + " " + k4.string() + " --type q4_k");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("row length 64 is not a multiple of 256; kept as BF16"), std::string::npos)
+  EXPECT_NE(r.out.find("row length 64 is not a multiple of 256; stored as Q4_0"), std::string::npos)
       << r.out;
   const ModelWeights w = load_model_weights(k4);
   EXPECT_EQ(*w.quantization, DType::kQ4_K);
   EXPECT_EQ(w.embed_tokens.dtype, DType::kQ8_0);
-  EXPECT_EQ(w.layers[0].q_proj.dtype, DType::kBF16);
+  EXPECT_EQ(w.layers[0].q_proj.dtype, DType::kQ4_0);
+  // Loading with --quantization q4_k falls back the same way.
+  WeightLoadOptions q4k;
+  q4k.quantization = DType::kQ4_K;
+  EXPECT_EQ(load_model_weights(golden_model("keqv"), nullptr, q4k).layers[0].q_proj.dtype,
+            DType::kQ4_0);
   // Not a checkpoint.
   r = run_err("quantize " + tmp.path().string() + " " + (tmp.path() / "y").string() +
               " --type q8_0");
