@@ -137,6 +137,37 @@ TEST(QuantQuality, InterleavedLayoutMatchesRowLayout) {
   }
 }
 
+// Q4_K on MoE experts: gate/up rows (256) take Q4_K, the 96-wide down rows fall back to Q4_0;
+// where the VNNI kernels run both are interleaved per expert. Against f32 the model keeps the
+// 4-bit quality bar, against the row layout only the summation order differs.
+TEST(QuantQuality, Q4KMoeExpertsFallBackAndInterleave) {
+  testing::TempDir tmp;
+  const fs::path dir = testing::write_wide_moe_model(tmp.path());
+  const QuantQualityReport vs_f32 = measure(dir, DType::kQ4_K, 4, 64);
+  print("wide-moe", DType::kQ4_K, vs_f32);
+  EXPECT_GE(vs_f32.confident_agreement(), threshold(DType::kQ4_K));
+  auto pool = std::make_shared<ThreadPool>(2);
+  WeightLoadOptions opts;
+  opts.quantization = DType::kQ4_K;
+  Gemma4ModelOptions rows_only;
+  rows_only.interleave_weights = false;
+  Gemma4Model by_rows(load_model_weights(dir, nullptr, opts), pool, rows_only);
+  Gemma4Model interleaved(load_model_weights(dir, nullptr, opts), pool);
+  const LayerWeights& rows_layer = by_rows.weights().layers[0];
+  EXPECT_EQ(rows_layer.experts_gate_up.dtype, DType::kQ4_K);
+  EXPECT_EQ(rows_layer.experts_down.dtype, DType::kQ4_0);
+  const LayerWeights& layer = interleaved.weights().layers[0];
+  const WeightLayout want =
+      cpu::interleave_preferred(DType::kQ4_K) ? WeightLayout::kInterleaved16 : WeightLayout::kRows;
+  EXPECT_EQ(layer.experts_gate_up.layout, want);
+  EXPECT_EQ(layer.experts_down.layout, want);
+  const QuantQualityReport r =
+      compare_quantized(by_rows, interleaved, random_prompts(by_rows.vocab_size(), 3, 64, 5));
+  print("interl. moe", DType::kQ4_K, r);
+  EXPECT_EQ(r.confident_agreement(), 1.0);
+  EXPECT_LT(r.mean_kl(), 5e-4);
+}
+
 // A sequence's logits are bitwise the same alone and in a ragged batch with others (the
 // quantized matmul's canonical order), for every type.
 TEST(QuantQuality, BatchInvariantForward) {

@@ -15,6 +15,21 @@
 
 namespace gemmaserve::testing {
 
+// Writes `config` and random weights of `dtype` (model.safetensors) into `dir`; returns dir.
+inline std::filesystem::path write_model_of_config(const std::filesystem::path& dir,
+                                                   const nlohmann::json& config, DType dtype) {
+  const ModelConfig mc = parse_model_config(config, "wide test model");
+  std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
+  std::vector<TensorSpec> specs;
+  for (const auto& x : tensors) specs.push_back(x.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(tensors[i], 3, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 // Writes config.json and model.safetensors into `dir` and returns it.
 inline std::filesystem::path write_wide_model(const std::filesystem::path& dir,
                                               DType dtype = DType::kF32) {
@@ -30,16 +45,22 @@ inline std::filesystem::path write_wide_model(const std::filesystem::path& dir,
   t["num_kv_shared_layers"] = 1;
   t["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention",
                       "sliding_attention"};
-  const ModelConfig mc = parse_model_config(config, "wide test model");
-  std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
-  std::vector<TensorSpec> specs;
-  for (const auto& x : tensors) specs.push_back(x.spec);
-  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
-                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
-                      fill_test_tensor(tensors[i], 3, first, count, dst);
-                    });
-  std::ofstream(dir / "config.json") << config.dump(2);
-  return dir;
+  return write_model_of_config(dir, config, dtype);
+}
+
+// The MoE golden fixture's config at hidden 256 with 96-wide experts: the experts' gate/up rows
+// are whole Q4_K super-blocks, their down rows (96) are not (Q4_K falls back to Q4_0 there).
+inline std::filesystem::path write_wide_moe_model(const std::filesystem::path& dir,
+                                                  DType dtype = DType::kF32) {
+  std::ifstream in(source_dir() / "tests/data/golden/models/moe/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  nlohmann::json& t = config["text_config"];
+  t["hidden_size"] = 256;
+  t["intermediate_size"] = 512;
+  t["moe_intermediate_size"] = 96;
+  t["head_dim"] = 64;
+  t["global_head_dim"] = 128;
+  return write_model_of_config(dir, config, dtype);
 }
 
 }  // namespace gemmaserve::testing
