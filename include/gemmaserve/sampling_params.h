@@ -9,14 +9,19 @@
 
 namespace gemmaserve {
 
-// Token sequences the answer must open with, one of `choices` (tool_choice "required" or a named
-// function: the tool-call marker and a tool's name). The answer starts at the first generated
-// token, or after a leading span from `lead_open` to `lead_close` (a thought channel) when the
-// output opens with `lead_open` or the prompt left the span open (`starts_inside_lead`). Each
-// answer token is masked to the next tokens of the choices it still matches, until one matches
-// whole; the model writes the rest freely.
-struct ForcedAnswerPrefix {
-  std::vector<std::vector<int32_t>> choices;
+// What the answer must be, as vLLM's structured outputs would enforce it. The answer starts at
+// the first generated token, or after a leading span from `lead_open` to `lead_close` (a thought
+// channel) when the output opens with `lead_open` or the prompt left the span open
+// (`starts_inside_lead`); the span itself is free.
+// - prefix_choices (tool_choice "required" or a named function: the tool-call marker and a
+//   tool's name): each answer token is masked to the next tokens of the choices it still
+//   matches, until one matches whole; the model writes the rest freely.
+// - json_object (response_format {"type": "json_object"}): the answer is one JSON object, then
+//   only a stop token; `never` lists tokens it may not contain (marker tokens).
+struct AnswerConstraint {
+  std::vector<std::vector<int32_t>> prefix_choices;
+  bool json_object = false;
+  std::vector<int32_t> never;
   int32_t lead_open = -1;  // -1 = no leading span
   int32_t lead_close = -1;
   bool starts_inside_lead = false;
@@ -45,7 +50,7 @@ struct SamplingParams {
   std::optional<int> logprobs;         // top-K of the raw model distribution per generated token
   std::optional<int> prompt_logprobs;  // top-K per prompt position (first is null)
   bool skip_special_tokens = true;
-  std::optional<ForcedAnswerPrefix> forced_answer_prefix;
+  std::optional<AnswerConstraint> answer_constraint;
 
   // Throws InputError naming the field when a value is out of range (vLLM's messages).
   // `max_logprobs` bounds logprobs/prompt_logprobs as vLLM's --max-logprobs; -1 = vocab_size.

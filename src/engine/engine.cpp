@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -302,9 +303,11 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
     seq.index = k;
     SamplingParams params = r.params;
     if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
+    const bool json = params.answer_constraint && params.answer_constraint->json_object;
     seq.sampler = std::make_unique<RequestSampler>(
         params, r.prompt_token_ids, stop_ids, tokenizer_.get(), vocab,
-        mix_seed(args_.seed, next_sequence_ + static_cast<uint64_t>(k)));
+        mix_seed(args_.seed, next_sequence_ + static_cast<uint64_t>(k)),
+        json ? json_trie() : nullptr);
     seq.stop =
         std::make_unique<StopChecker>(params, std::set<int32_t>(stop_ids.begin(), stop_ids.end()),
                                       tokenizer_.get(), prompt_len, max_model_len_);
@@ -732,6 +735,18 @@ void Engine::deliver(std::vector<Emission>& emissions) {
     }
   }
   emissions.clear();
+}
+
+std::shared_ptr<const JsonTokenTrie> Engine::json_trie() {
+  if (!tokenizer_) return nullptr;  // RequestSampler refuses json_object then
+  std::call_once(json_trie_once_, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    json_trie_ = std::make_shared<const JsonTokenTrie>(*tokenizer_);
+    GS_LOG_INFO << "json_object: vocabulary byte trie built in "
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                << " s";
+  });
+  return json_trie_;
 }
 
 }  // namespace gemmaserve

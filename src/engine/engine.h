@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "engine/engine_setup.h"
+#include "engine/json_object_grammar.h"
 #include "engine/kv_cache_manager.h"
 #include "gemmaserve/llm.h"
 #include "gemmaserve/request_output.h"
@@ -159,6 +160,11 @@ class Engine {
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  // The vocabulary as a byte trie for response_format json_object, built by the first such
+  // request (call_once: requests arrive from any thread).
+  std::shared_ptr<const JsonTokenTrie> json_trie();
+  std::once_flag json_trie_once_;
+  std::shared_ptr<const JsonTokenTrie> json_trie_;
   GenerationDefaults generation_;
   std::vector<int32_t> eos_ids_;
   int max_model_len_ = 0;

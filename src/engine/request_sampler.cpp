@@ -56,6 +56,11 @@ std::vector<std::vector<int32_t>> tokenize_bad_words(const std::vector<std::stri
   return out;
 }
 
+// Whether the first answer token may instead open the leading span.
+bool lead_may_open(const AnswerConstraint& c, std::span<const int32_t> output_tokens) {
+  return c.lead_open >= 0 && c.lead_close >= 0 && !c.starts_inside_lead && output_tokens.empty();
+}
+
 // Sorted distinct ids.
 std::vector<int32_t> distinct(std::span<const int32_t> ids) {
   std::vector<int32_t> v(ids.begin(), ids.end());
@@ -68,12 +73,14 @@ std::vector<int32_t> distinct(std::span<const int32_t> ids) {
 
 RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
                                std::vector<int32_t> stop_ids, const Tokenizer* tokenizer,
-                               int vocab_size, uint64_t fallback_seed)
+                               int vocab_size, uint64_t fallback_seed,
+                               std::shared_ptr<const JsonTokenTrie> json_trie)
     : params_(params),
       prompt_tokens_(distinct(prompt_tokens)),  // only membership matters (repetition penalty)
       stop_ids_(std::move(stop_ids)),
       vocab_size_(vocab_size),
-      rng_(params.seed ? *params.seed : fallback_seed) {
+      rng_(params.seed ? *params.seed : fallback_seed),
+      json_trie_(std::move(json_trie)) {
   if (vocab_size_ <= 0) throw std::invalid_argument("RequestSampler: vocab_size must be positive");
   params_.validate(vocab_size_);  // every id used as an index below is then in range
   for (int32_t id : stop_ids_) {
@@ -87,6 +94,11 @@ RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int
   if (!params_.bad_words.empty()) {
     if (tokenizer == nullptr) throw InputError("bad_words needs a tokenizer; this model has none");
     bad_word_ids_ = tokenize_bad_words(params_.bad_words, *tokenizer, vocab_size_);
+  }
+  if (params_.answer_constraint) never_ = distinct(params_.answer_constraint->never);
+  if (params_.answer_constraint && params_.answer_constraint->json_object && !json_trie_) {
+    throw InputError(
+        "response_format json_object needs the model's tokenizer; this model has none");
   }
   // vLLM's API layer clamps biases to OpenAI's [-100, 100].
   for (auto& [id, bias] : params_.logit_bias) bias = std::clamp(bias, -100.0f, 100.0f);
@@ -115,9 +127,11 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
     for (size_t i = 0; i < kept.size(); ++i) x[ids[i]] = kept[i];
   };
   if (params_.allowed_token_ids) keep_only(*params_.allowed_token_ids);
-  if (params_.forced_answer_prefix) {
-    const std::vector<int32_t> next =
-        forced_next_tokens(*params_.forced_answer_prefix, output_tokens);
+  if (params_.answer_constraint && params_.answer_constraint->json_object) {
+    const std::vector<int32_t> next = json_next_tokens(output_tokens);
+    if (!next.empty() || json_.done()) keep_only(next);
+  } else if (params_.answer_constraint) {
+    const std::vector<int32_t> next = forced_next_tokens(*params_.answer_constraint, output_tokens);
     if (!next.empty()) keep_only(next);
   }
 
@@ -170,22 +184,25 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
   return x;
 }
 
-std::vector<int32_t> RequestSampler::forced_next_tokens(const ForcedAnswerPrefix& forced,
+std::optional<size_t> RequestSampler::answer_start(const AnswerConstraint& c,
+                                                   std::span<const int32_t> output_tokens) {
+  const bool has_lead = c.lead_open >= 0 && c.lead_close >= 0;
+  const bool opens_lead = has_lead && !c.starts_inside_lead && !output_tokens.empty() &&
+                          output_tokens.front() == c.lead_open;
+  if (!has_lead || !(c.starts_inside_lead || opens_lead)) return 0;
+  const auto close =
+      std::find(output_tokens.begin() + (opens_lead ? 1 : 0), output_tokens.end(), c.lead_close);
+  if (close == output_tokens.end()) return std::nullopt;  // still inside the span: free
+  return static_cast<size_t>(close - output_tokens.begin()) + 1;
+}
+
+std::vector<int32_t> RequestSampler::forced_next_tokens(const AnswerConstraint& forced,
                                                         std::span<const int32_t> output_tokens) {
-  // Where the answer starts: after the leading span when there is one, else at once.
-  size_t start = 0;
-  const bool has_lead = forced.lead_open >= 0 && forced.lead_close >= 0;
-  const bool opens_lead = has_lead && !forced.starts_inside_lead && !output_tokens.empty() &&
-                          output_tokens.front() == forced.lead_open;
-  if (has_lead && (forced.starts_inside_lead || opens_lead)) {
-    const auto close = std::find(output_tokens.begin() + (opens_lead ? 1 : 0), output_tokens.end(),
-                                 forced.lead_close);
-    if (close == output_tokens.end()) return {};  // still inside the span: free
-    start = static_cast<size_t>(close - output_tokens.begin()) + 1;
-  }
-  const std::span<const int32_t> answer = output_tokens.subspan(start);
+  const std::optional<size_t> start = answer_start(forced, output_tokens);
+  if (!start) return {};
+  const std::span<const int32_t> answer = output_tokens.subspan(*start);
   std::vector<int32_t> next;
-  for (const std::vector<int32_t>& choice : forced.choices) {
+  for (const std::vector<int32_t>& choice : forced.prefix_choices) {
     if (choice.size() <= answer.size()) {
       if (std::equal(choice.begin(), choice.end(), answer.begin())) return {};  // one is whole
       continue;
@@ -194,12 +211,42 @@ std::vector<int32_t> RequestSampler::forced_next_tokens(const ForcedAnswerPrefix
       next.push_back(choice[answer.size()]);
     }
   }
-  // The first answer token may instead open the leading span.
-  if (has_lead && !forced.starts_inside_lead && output_tokens.empty()) {
-    next.push_back(forced.lead_open);
-  }
+  if (lead_may_open(forced, output_tokens)) next.push_back(forced.lead_open);
   std::sort(next.begin(), next.end());
   next.erase(std::unique(next.begin(), next.end()), next.end());
+  return next;
+}
+
+std::vector<int32_t> RequestSampler::json_next_tokens(std::span<const int32_t> output_tokens) {
+  const AnswerConstraint& c = *params_.answer_constraint;
+  const std::optional<size_t> start = answer_start(c, output_tokens);
+  if (!start) return {};  // thinking: free
+  if (json_fed_ < *start || json_fed_ > output_tokens.size()) {
+    json_ = JsonObjectMachine();  // the answer (re)starts here
+    json_fed_ = *start;
+  }
+  for (; json_fed_ < output_tokens.size(); ++json_fed_) {
+    for (char b : json_trie_->bytes(output_tokens[json_fed_])) {
+      json_.feed(static_cast<uint8_t>(b));
+    }
+  }
+  // A whole object ends with a stop token; where none may come yet (ignore_eos without
+  // stop_token_ids, min_tokens not reached) blank space pads it.
+  const bool may_stop =
+      !stop_ids_.empty() && static_cast<int>(output_tokens.size()) >= params_.min_tokens;
+  if (json_.done() && may_stop) return stop_ids_;
+  const std::string key = json_.key();
+  auto it = json_cache_.find(key);
+  if (it == json_cache_.end()) {
+    // A handful of states recur (inside a string at one depth, after a value, ...).
+    if (json_cache_.size() >= 16) json_cache_.clear();
+    std::vector<int32_t> next = json_trie_->allowed(json_);
+    std::erase_if(next,
+                  [&](int32_t id) { return std::binary_search(never_.begin(), never_.end(), id); });
+    it = json_cache_.emplace(key, std::move(next)).first;
+  }
+  std::vector<int32_t> next = it->second;
+  if (lead_may_open(c, output_tokens)) next.push_back(c.lead_open);
   return next;
 }
 

@@ -4,10 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "engine/json_object_grammar.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 
@@ -22,12 +27,13 @@ class RequestSampler {
   // without a seed draws one from `fallback_seed`. Throws InputError when params.validate()
   // does, for bad_words that cannot be tokenized (or without a tokenizer) and for stop ids
   // outside the vocabulary.
+  // `json_trie` (the vocabulary's bytes) is needed by an answer_constraint with json_object.
   RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
                  std::vector<int32_t> stop_ids, const Tokenizer* tokenizer, int vocab_size,
-                 uint64_t fallback_seed);
+                 uint64_t fallback_seed, std::shared_ptr<const JsonTokenTrie> json_trie = nullptr);
 
   // The next token given the raw logits of this step and the tokens generated so far.
-  // Processing order as vLLM v1: allowed_token_ids (and the forced answer prefix, as vLLM's
+  // Processing order as vLLM v1: allowed_token_ids (and the answer constraint, as vLLM's
   // structured-output mask), bad_words, min_tokens masks, logit_bias,
   // penalties (repetition over prompt+output, presence/frequency over output), temperature,
   // min_p, top_k, top_p, then a draw (greedy below 1e-5, ties to the lower id). Throws
@@ -39,8 +45,11 @@ class RequestSampler {
   std::span<const float> process(std::span<const float> raw_logits,
                                  std::span<const int32_t> output_tokens);
 
-  // The tokens the forced answer prefix allows after `output_tokens`; empty when it allows any.
-  static std::vector<int32_t> forced_next_tokens(const ForcedAnswerPrefix& forced,
+  // Where the answer starts in `output_tokens`; nullopt while inside the leading span.
+  static std::optional<size_t> answer_start(const AnswerConstraint& c,
+                                            std::span<const int32_t> output_tokens);
+  // The tokens the prefix choices allow after `output_tokens`; empty when they allow any.
+  static std::vector<int32_t> forced_next_tokens(const AnswerConstraint& forced,
                                                  std::span<const int32_t> output_tokens);
 
   // Top-K log-probabilities of the raw distribution plus `chosen` (vLLM's default logprobs mode).
@@ -54,6 +63,13 @@ class RequestSampler {
   int vocab_size_;
   std::mt19937_64 rng_;
   std::vector<float> work_;  // processed logits, reused across steps
+  // json_object: the recogniser fed up to output token json_fed_, allowed tokens per state.
+  std::vector<int32_t> json_next_tokens(std::span<const int32_t> output_tokens);
+  std::shared_ptr<const JsonTokenTrie> json_trie_;
+  JsonObjectMachine json_;
+  size_t json_fed_ = 0;
+  std::map<std::string, std::vector<int32_t>> json_cache_;
+  std::vector<int32_t> never_;  // the constraint's never list, sorted
 };
 
 }  // namespace gemmaserve

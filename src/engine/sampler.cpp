@@ -138,23 +138,25 @@ void SamplingParams::validate(int vocab_size, int max_logprobs) const {
       fail("allowed_token_ids contains out-of-vocab token id!");
     }
   }
-  if (forced_answer_prefix) {
-    const ForcedAnswerPrefix& f = *forced_answer_prefix;
-    std::vector<int32_t> ids;
-    for (const auto& c : f.choices) {
-      if (c.empty()) fail("forced_answer_prefix: every choice needs at least one token");
+  if (answer_constraint) {
+    const AnswerConstraint& f = *answer_constraint;
+    std::vector<int32_t> ids = f.never;
+    for (const auto& c : f.prefix_choices) {
+      if (c.empty()) fail("answer_constraint: every prefix choice needs at least one token");
       ids.insert(ids.end(), c.begin(), c.end());
     }
-    if (f.choices.empty()) fail("forced_answer_prefix: no choices");
+    if (f.prefix_choices.empty() == !f.json_object) {
+      fail("answer_constraint: give prefix choices or json_object, one of the two");
+    }
     for (int32_t id : {f.lead_open, f.lead_close}) {
       if (id != -1) ids.push_back(id);
     }
     if ((f.lead_open == -1) != (f.lead_close == -1)) {
-      fail("forced_answer_prefix: lead_open and lead_close go together");
+      fail("answer_constraint: lead_open and lead_close go together");
     }
     if (auto bad = out_of_vocab(ids, vocab_size); !bad.empty()) {
       fail("token_id(s) " + id_list(bad) +
-           " in forced_answer_prefix contain out-of-vocab token ids. Vocabulary size: " +
+           " in answer_constraint contain out-of-vocab token ids. Vocabulary size: " +
            std::to_string(vocab_size));
     }
   }
@@ -238,8 +240,8 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
   const double mx = x[best];
   if (!(mx > kNegInf)) {
     throw InputError(
-        "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the forced answer "
-        "prefix (tool_choice) mask every token");
+        "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the answer "
+        "constraint (tool_choice, response_format) mask every token");
   }
   if (temperature < kGreedyTemperature) return best;
   const double t = std::max(temperature, kMinTemperature);

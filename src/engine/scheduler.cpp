@@ -56,10 +56,10 @@ void Scheduler::add_request(NewRequest request) {
   validate_block_hash_extras(request.hash_extras);
   const int max_tokens = request.max_tokens.value_or(config_.max_model_len - prompt_len);
   const int max_len = std::min(config_.max_model_len, prompt_len + max_tokens);
-  const int max_chunk = config_.long_prefill_token_threshold > 0
-                            ? std::min(config_.long_prefill_token_threshold,
-                                       config_.max_num_batched_tokens)
-                            : config_.max_num_batched_tokens;
+  const int max_chunk =
+      config_.long_prefill_token_threshold > 0
+          ? std::min(config_.long_prefill_token_threshold, config_.max_num_batched_tokens)
+          : config_.max_num_batched_tokens;
   if (!kv_.fits_alone(max_len, max_chunk)) {
     throw InputError("request '" + request.request_id + "' may grow to " + std::to_string(max_len) +
                      " tokens, more than the whole KV cache holds; raise "

@@ -9,8 +9,8 @@
 
 #include "core/logging.h"
 #include "core/python_text.h"
-#include "server/special_token_text.h"
 #include "core/utf8.h"
+#include "server/special_token_text.h"
 
 namespace gemmaserve {
 

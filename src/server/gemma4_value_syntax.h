@@ -10,7 +10,6 @@
 
 namespace gemmaserve {
 
-
 // JSON for an unquoted value, as vLLM's _parse_gemma4_value reads it: true/false; null, none, nil
 // (any case) as null; Python int() syntax (sign, leading zeros, '_' between digits) as an exact
 // integer of any size; a number with '.' as Python float() reads it, printed with repr. Unlike

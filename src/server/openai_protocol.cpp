@@ -140,9 +140,12 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
           "structural_tag",
           "response_format");
     }
-    if (type != "text") {
+    if (type == "json_object") {
+      r.json_object = true;
+    } else if (type != "text") {
       throw not_implemented("response_format '" + type +
-                            "' needs structured outputs, which gemmaserve does not have yet.");
+                            "' needs structured outputs, which gemmaserve does not have yet "
+                            "(json_object is supported).");
     }
   }
   for (const char* guided :

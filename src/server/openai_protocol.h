@@ -33,6 +33,7 @@ struct GenerationRequest {
   bool return_token_ids = false;
   bool return_tokens_as_token_ids = false;
   std::optional<int> truncate_prompt_tokens;
+  bool json_object = false;                 // response_format {"type": "json_object"}
   std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
 };
 

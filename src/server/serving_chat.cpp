@@ -5,10 +5,10 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "server/answer_constraints.h"
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/chat_rendering.h"
-#include "server/special_token_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -25,49 +25,6 @@ struct ChatJob {
   std::string echo_text;  // vLLM's chat echo: the last message's content when it is the assistant's
   bool forced_tool_call = false;  // tool_choice "required" or a named function, enforced
 };
-
-// The id of a marker that is one token of this vocabulary, or -1.
-int32_t single_token_id(const Tokenizer& tok, std::string_view marker) {
-  const std::vector<int32_t> ids =
-      tok.encode(marker, /*add_special=*/false, /*parse_special=*/true);
-  return ids.size() == 1 ? ids[0] : -1;
-}
-
-// tool_choice "required" or a named function as the answer's forced opening: the Gemma 4
-// tool-call marker, then "call:NAME{" for the named tool or for any of the request's tools (vLLM
-// enforces these by structured output; this is the Gemma 4 form of the same guarantee). The
-// model may think first unless the prompt closed the thought channel (thinking off). Nullopt
-// when the vocabulary has no Gemma 4 tool-call marker.
-std::optional<ForcedAnswerPrefix> tool_choice_prefix(const Tokenizer& tok, const ChatRequest& req,
-                                                     std::string_view prompt) {
-  const int32_t call = single_token_id(tok, kToolCallStart);
-  if (call < 0) return std::nullopt;
-  std::vector<std::string> names;
-  if (req.tool_choice == "function") {
-    names.push_back(*req.tool_choice_function);
-  } else {
-    for (const auto& t : req.tools) names.push_back(t["function"]["name"].get<std::string>());
-  }
-  ForcedAnswerPrefix f;
-  for (const std::string& name : names) {
-    std::vector<int32_t> choice = {call};
-    // The name is the client's text: its marker-like substrings stay plain text.
-    for (int32_t id : tok.encode("call:" + name + "{", false, /*parse_special=*/false)) {
-      choice.push_back(id);
-    }
-    f.choices.push_back(std::move(choice));
-  }
-  const size_t end = prompt.find_last_not_of(" \t\r\n");
-  const bool thinking_off =
-      end != std::string_view::npos && prompt.substr(0, end + 1).ends_with(kChannelEnd);
-  if (!thinking_off) {
-    f.lead_open = single_token_id(tok, kChannelStart);
-    f.lead_close = single_token_id(tok, kChannelEnd);
-    if (f.lead_open < 0 || f.lead_close < 0) f.lead_open = f.lead_close = -1;
-    f.starts_inside_lead = f.lead_open >= 0 && prompt_ends_in_open_thought_channel(prompt);
-  }
-  return f;
-}
 
 // vLLM's chat `echo`: the last message's text content when its role is the reply's role.
 std::string chat_echo_text(const ChatRequest& req) {
@@ -373,13 +330,21 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
   SamplingParams params = req.params;
   if (req.tool_choice == "required" || req.tool_choice == "function") {
-    params.forced_answer_prefix = tool_choice_prefix(*tok, req, prompt.text);
-    job->forced_tool_call = params.forced_answer_prefix.has_value();
+    params.answer_constraint = tool_choice_constraint(*tok, req, prompt.text);
+    job->forced_tool_call = params.answer_constraint.has_value();
     if (!job->forced_tool_call) {
       GS_LOG_WARNING << "tool_choice '" << req.tool_choice
                      << "' cannot be enforced: the vocabulary has no Gemma 4 tool-call marker; "
                         "the model's own tool calls are parsed as with 'auto'";
     }
+  }
+  if (req.json_object) {
+    if (job->forced_tool_call) {
+      throw bad_request("response_format json_object cannot be combined with tool_choice '" +
+                            req.tool_choice + "': the answer is a tool call",
+                        "response_format");
+    }
+    params.answer_constraint = json_object_constraint(*tok, ctx.gemma4, prompt.text);
   }
   job->parse.parse_reasoning = ctx.reasoning_parser;
   job->parse.parse_tools = job->forced_tool_call || (ctx.tool_parser && req.tool_choice != "none");

@@ -181,6 +181,41 @@ const api = {
       m.tool_calls[0].function.arguments);
     assert.equal(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
   },
+  async jsonObjectResponseFormat() {
+    // Random weights write whatever: the mask keeps every answer a JSON object (or its
+    // beginning, when max_tokens cuts it).
+    const check = (text, finish) => {
+      assert.ok(text.startsWith('{'), JSON.stringify(text));
+      if (finish === 'stop') {
+        const v = JSON.parse(text);
+        assert.equal(typeof v, 'object');
+        assert.ok(v !== null && !Array.isArray(v));
+      }
+    };
+    let stopped = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: user('Reply in JSON.'), max_tokens: 24, temperature: 1, seed,
+        response_format: { type: 'json_object' },
+      });
+      check(r.choices[0].message.content, r.choices[0].finish_reason);
+      stopped += r.choices[0].finish_reason === 'stop';
+      const c = await client.completions.create({
+        model: MODEL, prompt: 'JSON:', max_tokens: 24, temperature: 1, seed,
+        response_format: { type: 'json_object' },
+      });
+      check(c.choices[0].text, c.choices[0].finish_reason);
+    }
+    assert.ok(stopped > 0, 'no answer finished inside 24 tokens');
+    const body = {
+      model: MODEL, messages: user('Reply in JSON.'), max_tokens: 16, temperature: 0,
+      response_format: { type: 'json_object' },
+    };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    const text = chunks.flatMap((x) => x.choices).map((x) => x.delta?.content ?? '').join('');
+    assert.equal(text, whole.choices[0].message.content);
+  },
   async chatEchoAndContinueFinalMessage() {
     const body = {
       model: MODEL, messages: [...user('Hi'), { role: 'assistant', content: 'Well,' }],

@@ -270,17 +270,17 @@ TEST(RequestSamplerTest, EveryTokenMaskedIsAnInputError) {
 }
 
 // tool_choice enforcement: vocabulary 10, lead span 8 ... 9, choices {5 1 2} and {5 1 3}.
-ForcedAnswerPrefix two_calls() {
-  ForcedAnswerPrefix f;
-  f.choices = {{5, 1, 2}, {5, 1, 3}};
+AnswerConstraint two_calls() {
+  AnswerConstraint f;
+  f.prefix_choices = {{5, 1, 2}, {5, 1, 3}};
   f.lead_open = 8;
   f.lead_close = 9;
   return f;
 }
 
-TEST(RequestSamplerTest, ForcedAnswerPrefixMasksToTheChoicesAfterTheLeadingSpan) {
+TEST(RequestSamplerTest, AnswerConstraintMasksToTheChoicesAfterTheLeadingSpan) {
   using F = RequestSampler;
-  const ForcedAnswerPrefix f = two_calls();
+  const AnswerConstraint f = two_calls();
   EXPECT_EQ(F::forced_next_tokens(f, {}), (Ids{5, 8}));  // the call, or thinking first
   EXPECT_EQ(F::forced_next_tokens(f, Ids{5}), (Ids{1}));
   EXPECT_EQ(F::forced_next_tokens(f, Ids{5, 1}), (Ids{2, 3}));  // either tool
@@ -289,11 +289,11 @@ TEST(RequestSamplerTest, ForcedAnswerPrefixMasksToTheChoicesAfterTheLeadingSpan)
   EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 4}), Ids{});  // thinking: free
   EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 9}), (Ids{5}));
   EXPECT_EQ(F::forced_next_tokens(f, Ids{8, 4, 9, 5, 1}), (Ids{2, 3}));
-  ForcedAnswerPrefix inside = f;  // the prompt left the thought channel open
+  AnswerConstraint inside = f;  // the prompt left the thought channel open
   inside.starts_inside_lead = true;
   EXPECT_EQ(F::forced_next_tokens(inside, {}), Ids{});
   EXPECT_EQ(F::forced_next_tokens(inside, Ids{4, 9}), (Ids{5}));
-  ForcedAnswerPrefix no_lead = f;
+  AnswerConstraint no_lead = f;
   no_lead.lead_open = no_lead.lead_close = -1;
   EXPECT_EQ(F::forced_next_tokens(no_lead, {}), (Ids{5}));
   EXPECT_EQ(F::forced_next_tokens(no_lead, Ids{5, 1}), (Ids{2, 3}));
@@ -301,7 +301,7 @@ TEST(RequestSamplerTest, ForcedAnswerPrefixMasksToTheChoicesAfterTheLeadingSpan)
   // Sampling follows the mask whatever the logits favour, greedy or not.
   SamplingParams p;
   p.temperature = 0;
-  p.forced_answer_prefix = f;
+  p.answer_constraint = f;
   const std::vector<float> l = {9, 0, 0, 1, 0, 0, 0, 0, 0, 0};
   RequestSampler s = make(p, 10);
   EXPECT_EQ(s.sample(l, {}), 5);  // 5 and 8 tie at 0: the lower id
@@ -316,26 +316,26 @@ TEST(RequestSamplerTest, ForcedAnswerPrefixMasksToTheChoicesAfterTheLeadingSpan)
   }
 }
 
-TEST(RequestSamplerTest, ForcedAnswerPrefixBadInputIsAnInputError) {
+TEST(RequestSamplerTest, AnswerConstraintBadInputIsAnInputError) {
   SamplingParams p;
-  p.forced_answer_prefix = two_calls();
-  p.forced_answer_prefix->choices.push_back({12});
+  p.answer_constraint = two_calls();
+  p.answer_constraint->prefix_choices.push_back({12});
   try {
     make(p, 10);
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "token_id(s) [12] in forced_answer_prefix contain out-of-vocab token ids. "
+                 "token_id(s) [12] in answer_constraint contain out-of-vocab token ids. "
                  "Vocabulary size: 10");
   }
-  p.forced_answer_prefix = two_calls();
-  p.forced_answer_prefix->choices.push_back({});
+  p.answer_constraint = two_calls();
+  p.answer_constraint->prefix_choices.push_back({});
   EXPECT_THROW(make(p, 10), InputError);
-  p.forced_answer_prefix = two_calls();
-  p.forced_answer_prefix->lead_close = -1;
+  p.answer_constraint = two_calls();
+  p.answer_constraint->lead_close = -1;
   EXPECT_THROW(make(p, 10), InputError);
   // A mask that leaves nothing (allowed_token_ids against the forced call) is an InputError.
-  p.forced_answer_prefix = two_calls();
+  p.answer_constraint = two_calls();
   p.allowed_token_ids = Ids{1, 2};
   RequestSampler s = make(p, 10);
   try {
@@ -343,8 +343,8 @@ TEST(RequestSamplerTest, ForcedAnswerPrefixBadInputIsAnInputError) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the "
-                 "forced answer prefix (tool_choice) mask every token");
+                 "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the answer "
+                 "constraint (tool_choice, response_format) mask every token");
   }
 }
 
@@ -361,23 +361,7 @@ TEST(RequestSamplerTest, LogprobsAreOfTheRawDistributionPlusTheChosenToken) {
 }
 
 // ids: 0 <bos> 1 ▁ 2 a 3 b, then <0x00>..<0xFF>; no merges, so "ab" is two tokens.
-Tokenizer tiny_tokenizer() {
-  TokenizerSpec spec;
-  spec.source = "tiny";
-  spec.vocab = {"<bos>", "\u2581", "a", "b"};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    spec.vocab.push_back(name);
-  }
-  spec.bpe.byte_fallback = true;
-  spec.added_tokens.push_back(AddedToken{0, "<bos>", true, false, false, false});
-  spec.normalizer = gemma_normalizer();
-  spec.pre_tokenizer = gemma_pre_tokenizer();
-  spec.decoder = gemma_decoder();
-  spec.bos_id = 0;
-  return Tokenizer(std::move(spec));
-}
+Tokenizer tiny_tokenizer() { return testing::pieces_tokenizer({"<bos>", "\u2581", "a", "b"}, 1); }
 
 TEST(RequestSamplerTest, BadWordsBanTheLastTokenOnlyAfterThePrefix) {
   const Tokenizer t = tiny_tokenizer();

@@ -6,6 +6,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "tokenizer/text_pipeline.h"
+
 namespace gemmaserve::testing {
 
 std::optional<std::filesystem::path> shared_dir() {
@@ -56,6 +58,27 @@ CommandResult run_command(const std::string& command) {
   int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Tokenizer pieces_tokenizer(std::vector<std::string> pieces, int specials) {
+  TokenizerSpec spec;
+  spec.source = "test pieces";
+  spec.vocab = std::move(pieces);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    spec.vocab.push_back(name);
+  }
+  spec.bpe.byte_fallback = true;
+  for (int i = 0; i < specials; ++i) {
+    spec.added_tokens.push_back(
+        AddedToken{i, spec.vocab[static_cast<size_t>(i)], true, false, false, false});
+  }
+  spec.normalizer = gemma_normalizer();
+  spec.pre_tokenizer = gemma_pre_tokenizer();
+  spec.decoder = gemma_decoder();
+  spec.bos_id = 0;
+  return Tokenizer(std::move(spec));
 }
 
 }  // namespace gemmaserve::testing

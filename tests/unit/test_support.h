@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::testing {
 
@@ -41,15 +44,20 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+// A Gemma-style BPE tokenizer without merges for sampler tests: `pieces` as ids 0.., the first
+// `specials` of them special added tokens (the first is also BOS), then the 256 byte-fallback
+// tokens <0x00>..<0xFF>.
+Tokenizer pieces_tokenizer(std::vector<std::string> pieces, int specials);
+
 }  // namespace gemmaserve::testing
 
 // Binds `var` to the shared dir or skips (outside CI) / fails (in CI) with a message.
-#define GS_REQUIRE_SHARED(var)                                                               \
-  auto var##_opt = ::gemmaserve::testing::shared_dir();                                      \
-  if (!var##_opt) {                                                                          \
-    if (::gemmaserve::testing::running_in_ci()) {                                            \
-      FAIL() << "shared/ data folder not found (set GEMMASERVE_SHARED); required under CI";   \
-    }                                                                                        \
+#define GS_REQUIRE_SHARED(var)                                                                  \
+  auto var##_opt = ::gemmaserve::testing::shared_dir();                                         \
+  if (!var##_opt) {                                                                             \
+    if (::gemmaserve::testing::running_in_ci()) {                                               \
+      FAIL() << "shared/ data folder not found (set GEMMASERVE_SHARED); required under CI";     \
+    }                                                                                           \
     GTEST_SKIP() << "shared/ data folder not found (set GEMMASERVE_SHARED or place ../shared)"; \
-  }                                                                                          \
+  }                                                                                             \
   const std::filesystem::path var = *var##_opt

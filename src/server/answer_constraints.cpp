@@ -1,0 +1,75 @@
+#include "server/answer_constraints.h"
+
+#include <string>
+#include <vector>
+
+#include "server/gemma4_reasoning_parser.h"
+#include "server/special_token_text.h"
+
+namespace gemmaserve {
+namespace {
+
+// The id of a marker that is one token of this vocabulary, or -1.
+int32_t single_token_id(const Tokenizer& tok, std::string_view marker) {
+  const std::vector<int32_t> ids =
+      tok.encode(marker, /*add_special=*/false, /*parse_special=*/true);
+  return ids.size() == 1 ? ids[0] : -1;
+}
+
+// Lets the answer follow a thought channel, unless the chat prompt closed it (thinking off).
+void allow_leading_thought(const Tokenizer& tok, std::string_view prompt, AnswerConstraint* c) {
+  const size_t end = prompt.find_last_not_of(" \t\r\n");
+  const bool thinking_off =
+      end != std::string_view::npos && prompt.substr(0, end + 1).ends_with(kChannelEnd);
+  if (thinking_off) return;
+  c->lead_open = single_token_id(tok, kChannelStart);
+  c->lead_close = single_token_id(tok, kChannelEnd);
+  if (c->lead_open < 0 || c->lead_close < 0) c->lead_open = c->lead_close = -1;
+  c->starts_inside_lead = c->lead_open >= 0 && prompt_ends_in_open_thought_channel(prompt);
+}
+
+}  // namespace
+
+std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, const ChatRequest& req,
+                                                       std::string_view prompt) {
+  const int32_t call = single_token_id(tok, kToolCallStart);
+  if (call < 0) return std::nullopt;
+  std::vector<std::string> names;
+  if (req.tool_choice == "function") {
+    names.push_back(*req.tool_choice_function);
+  } else {
+    for (const auto& t : req.tools) names.push_back(t["function"]["name"].get<std::string>());
+  }
+  AnswerConstraint c;
+  for (const std::string& name : names) {
+    std::vector<int32_t> choice = {call};
+    // The name is the client's text: its marker-like substrings stay plain text.
+    for (int32_t id : tok.encode("call:" + name + "{", false, /*parse_special=*/false)) {
+      choice.push_back(id);
+    }
+    c.prefix_choices.push_back(std::move(choice));
+  }
+  allow_leading_thought(tok, prompt, &c);
+  return c;
+}
+
+AnswerConstraint json_object_constraint(const Tokenizer& tok, bool gemma4,
+                                        std::string_view chat_prompt) {
+  AnswerConstraint c;
+  c.json_object = true;
+  if (gemma4) {
+    for (std::string_view marker : gemma4_marker_texts()) {
+      if (const int32_t id = single_token_id(tok, marker); id >= 0) c.never.push_back(id);
+    }
+    // Gemma's reserved <unusedN> tokens decode to their name: never JSON the model meant.
+    for (int32_t id = 0; id < static_cast<int32_t>(tok.vocab_size()); ++id) {
+      if (!tok.contains(id)) continue;
+      const std::string_view piece = tok.id_to_piece(id);
+      if (piece.starts_with("<unused") && piece.ends_with(">")) c.never.push_back(id);
+    }
+  }
+  if (!chat_prompt.empty()) allow_leading_thought(tok, chat_prompt, &c);
+  return c;
+}
+
+}  // namespace gemmaserve

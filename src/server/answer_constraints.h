@@ -1,0 +1,28 @@
+// The AnswerConstraint a chat or completion request asks for: tool_choice "required" or a named
+// function (the Gemma 4 tool-call opening forced), response_format json_object (one JSON object).
+// vLLM enforces both by structured output; here they are token masks the engine applies.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "gemmaserve/sampling_params.h"
+#include "server/openai_protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve {
+
+// tool_choice "required" or a named function as the answer's forced opening: the Gemma 4
+// tool-call marker, then "call:NAME{" for the named tool or for any of the request's tools. The
+// model may think first unless `prompt` closed the thought channel (thinking off). Nullopt when
+// the vocabulary has no Gemma 4 tool-call marker.
+std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, const ChatRequest& req,
+                                                       std::string_view prompt);
+
+// response_format json_object: one JSON object, never containing a Gemma 4 marker token
+// (`gemma4`); after the thought channel when the chat `prompt` lets the model think (empty for
+// completions: the answer starts at once).
+AnswerConstraint json_object_constraint(const Tokenizer& tok, bool gemma4,
+                                        std::string_view chat_prompt);
+
+}  // namespace gemmaserve
