@@ -128,8 +128,9 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
   };
   if (params_.allowed_token_ids) keep_only(*params_.allowed_token_ids);
   if (params_.answer_constraint && params_.answer_constraint->json_object) {
-    const std::vector<int32_t> next = json_next_tokens(output_tokens);
-    if (!next.empty() || json_.done()) keep_only(next);
+    // Nothing left (a mask that cannot happen with byte tokens in the vocabulary) stays an
+    // error rather than a free, broken object.
+    if (const auto next = json_next_tokens(output_tokens)) keep_only(*next);
   } else if (params_.answer_constraint) {
     const std::vector<int32_t> next = forced_next_tokens(*params_.answer_constraint, output_tokens);
     if (!next.empty()) keep_only(next);
@@ -217,10 +218,11 @@ std::vector<int32_t> RequestSampler::forced_next_tokens(const AnswerConstraint& 
   return next;
 }
 
-std::vector<int32_t> RequestSampler::json_next_tokens(std::span<const int32_t> output_tokens) {
+std::optional<std::vector<int32_t>> RequestSampler::json_next_tokens(
+    std::span<const int32_t> output_tokens) {
   const AnswerConstraint& c = *params_.answer_constraint;
   const std::optional<size_t> start = answer_start(c, output_tokens);
-  if (!start) return {};  // thinking: free
+  if (!start) return std::nullopt;  // thinking: free
   if (json_fed_ < *start || json_fed_ > output_tokens.size()) {
     json_ = JsonObjectMachine();  // the answer (re)starts here
     json_fed_ = *start;

@@ -7,7 +7,6 @@
 #include "core/logging.h"
 #include "core/utf8.h"
 #include "server/answer_constraints.h"
-#include "server/answer_constraints.h"
 #include "server/api_error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -312,19 +311,21 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   job->id = random_request_id("cmpl-");
   job->created = unix_time_now();
   std::vector<EngineRequest> requests;
+  std::optional<AnswerConstraint> json;
+  if (req.json_object) {
+    const Tokenizer* tok = ctx.engine.tokenizer();
+    if (tok == nullptr) {
+      throw bad_request("response_format json_object needs a tokenizer, and this model has none",
+                        "response_format");
+    }
+    json = json_object_constraint(*tok, ctx.gemma4, "");
+  }
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;
     er.request_id = job->id + "-" + std::to_string(i);
     er.prompt_token_ids = job->prompts[i].ids;
     er.params = req.params;
-    if (req.json_object) {
-      const Tokenizer* tok = ctx.engine.tokenizer();
-      if (tok == nullptr) {
-        throw bad_request("response_format json_object needs a tokenizer, and this model has none",
-                          "response_format");
-      }
-      er.params.answer_constraint = json_object_constraint(*tok, ctx.gemma4, "");
-    }
+    er.params.answer_constraint = json;
     const int prompt_len = static_cast<int>(er.prompt_token_ids.size());
     er.params.max_tokens = job->echo_only ? resolve_max_tokens(ctx, prompt_len, 1)
                                           : resolve_max_tokens(ctx, prompt_len, req.max_tokens);
