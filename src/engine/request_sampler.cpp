@@ -119,18 +119,17 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
   work_.assign(raw_logits.begin(), raw_logits.end());
   std::vector<float>& x = work_;
 
-  auto keep_only = [&x](std::span<const int32_t> ids) {
-    std::vector<float> kept;
-    kept.reserve(ids.size());
-    for (int32_t id : ids) kept.push_back(x[id]);
+  auto keep_only = [&](std::span<const int32_t> ids) {
+    kept_.clear();  // reused: a JSON mask can hold most of the vocabulary every step
+    for (int32_t id : ids) kept_.push_back(x[id]);
     std::fill(x.begin(), x.end(), kNegInf);
-    for (size_t i = 0; i < kept.size(); ++i) x[ids[i]] = kept[i];
+    for (size_t i = 0; i < kept_.size(); ++i) x[ids[i]] = kept_[i];
   };
   if (params_.allowed_token_ids) keep_only(*params_.allowed_token_ids);
   if (params_.answer_constraint && params_.answer_constraint->json_object) {
     // Nothing left (a mask that cannot happen with byte tokens in the vocabulary) stays an
     // error rather than a free, broken object.
-    if (const auto next = json_next_tokens(output_tokens)) keep_only(*next);
+    if (const std::vector<int32_t>* next = json_next_tokens(output_tokens)) keep_only(*next);
   } else if (params_.answer_constraint) {
     const std::vector<int32_t> next = forced_next_tokens(*params_.answer_constraint, output_tokens);
     if (!next.empty()) keep_only(next);
@@ -218,11 +217,11 @@ std::vector<int32_t> RequestSampler::forced_next_tokens(const AnswerConstraint& 
   return next;
 }
 
-std::optional<std::vector<int32_t>> RequestSampler::json_next_tokens(
+const std::vector<int32_t>* RequestSampler::json_next_tokens(
     std::span<const int32_t> output_tokens) {
   const AnswerConstraint& c = *params_.answer_constraint;
   const std::optional<size_t> start = answer_start(c, output_tokens);
-  if (!start) return std::nullopt;  // thinking: free
+  if (!start) return nullptr;  // thinking: free
   if (json_fed_ < *start || json_fed_ > output_tokens.size()) {
     json_ = JsonObjectMachine();  // the answer (re)starts here
     json_fed_ = *start;
@@ -236,8 +235,10 @@ std::optional<std::vector<int32_t>> RequestSampler::json_next_tokens(
   // stop_token_ids, min_tokens not reached) blank space pads it.
   const bool may_stop =
       !stop_ids_.empty() && static_cast<int>(output_tokens.size()) >= params_.min_tokens;
-  if (json_.done() && may_stop) return stop_ids_;
-  const std::string key = json_.key();
+  if (json_.done() && may_stop) return &stop_ids_;
+  // The first token may also open the thought channel: a state of its own.
+  const bool lead = lead_may_open(c, output_tokens);
+  const std::string key = json_.key() + (lead ? "L" : "");
   auto it = json_cache_.find(key);
   if (it == json_cache_.end()) {
     // A handful of states recur (inside a string at one depth, after a value, ...).
@@ -245,11 +246,10 @@ std::optional<std::vector<int32_t>> RequestSampler::json_next_tokens(
     std::vector<int32_t> next = json_trie_->allowed(json_);
     std::erase_if(next,
                   [&](int32_t id) { return std::binary_search(never_.begin(), never_.end(), id); });
+    if (lead) next.push_back(c.lead_open);
     it = json_cache_.emplace(key, std::move(next)).first;
   }
-  std::vector<int32_t> next = it->second;
-  if (lead_may_open(c, output_tokens)) next.push_back(c.lead_open);
-  return next;
+  return &it->second;
 }
 
 TokenLogprobs RequestSampler::logprobs(std::span<const float> raw_logits, int k, int32_t chosen) {

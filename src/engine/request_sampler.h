@@ -63,9 +63,11 @@ class RequestSampler {
   int vocab_size_;
   std::mt19937_64 rng_;
   std::vector<float> work_;  // processed logits, reused across steps
+  std::vector<float> kept_;  // the logits a mask keeps, reused across steps
   // json_object: the recogniser fed up to output token json_fed_, allowed tokens per state.
-  // The tokens the object allows next; nullopt while the answer has not started (free).
-  std::optional<std::vector<int32_t>> json_next_tokens(std::span<const int32_t> output_tokens);
+  // The tokens the object allows next (cached; valid until the next call); null while the
+  // answer has not started (free).
+  const std::vector<int32_t>* json_next_tokens(std::span<const int32_t> output_tokens);
   std::shared_ptr<const JsonTokenTrie> json_trie_;
   JsonObjectMachine json_;
   size_t json_fed_ = 0;

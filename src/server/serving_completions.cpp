@@ -313,12 +313,13 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   std::vector<EngineRequest> requests;
   std::optional<AnswerConstraint> json;
   if (req.json_object) {
+    // Without a tokenizer the engine refuses the request (RequestSampler's InputError).
     const Tokenizer* tok = ctx.engine.tokenizer();
-    if (tok == nullptr) {
-      throw bad_request("response_format json_object needs a tokenizer, and this model has none",
-                        "response_format");
+    if (tok != nullptr) {
+      json = json_object_constraint(*tok, ctx.gemma4, "");
+    } else {
+      json.emplace().json_object = true;
     }
-    json = json_object_constraint(*tok, ctx.gemma4, "");
   }
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;

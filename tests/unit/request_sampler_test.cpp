@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -320,20 +321,28 @@ TEST(RequestSamplerTest, AnswerConstraintBadInputIsAnInputError) {
   SamplingParams p;
   p.answer_constraint = two_calls();
   p.answer_constraint->prefix_choices.push_back({12});
-  try {
-    make(p, 10);
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(),
-                 "token_id(s) [12] in answer_constraint contain out-of-vocab token ids. "
-                 "Vocabulary size: 10");
-  }
+  const auto error_of = [](const SamplingParams& q) {
+    try {
+      make(q, 10);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(p),
+            "token_id(s) [12] in answer_constraint contain out-of-vocab token ids. Vocabulary "
+            "size: 10");
   p.answer_constraint = two_calls();
   p.answer_constraint->prefix_choices.push_back({});
-  EXPECT_THROW(make(p, 10), InputError);
+  EXPECT_EQ(error_of(p), "answer_constraint: every prefix choice needs at least one token");
   p.answer_constraint = two_calls();
   p.answer_constraint->lead_close = -1;
-  EXPECT_THROW(make(p, 10), InputError);
+  EXPECT_EQ(error_of(p), "answer_constraint: lead_open and lead_close go together");
+  p.answer_constraint = two_calls();
+  p.answer_constraint->json_object = true;  // both kinds at once
+  EXPECT_EQ(error_of(p), "answer_constraint: give prefix choices or json_object, one of the two");
+  p.answer_constraint = AnswerConstraint{};  // neither
+  EXPECT_EQ(error_of(p), "answer_constraint: give prefix choices or json_object, one of the two");
   // A mask that leaves nothing (allowed_token_ids against the forced call) is an InputError.
   p.answer_constraint = two_calls();
   p.allowed_token_ids = Ids{1, 2};
