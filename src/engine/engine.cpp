@@ -139,9 +139,13 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (!bind.empty() && bind != "auto" && bind != "none") {
     throw InputError("GEMMASERVE_CPU_BIND must be auto or none, got '" + bind + "'");
   }
-  // GEMMASERVE_LINE_PREFETCH is read by the first product: a bad value fails here instead.
+  // GEMMASERVE_LINE_PREFETCH and _PREFETCH_AHEAD are read by the first product: a bad value
+  // fails here instead.
   if (const char* v = std::getenv("GEMMASERVE_LINE_PREFETCH"); v != nullptr && *v != '\0') {
     cpu::parse_once_line_prefetch(v);
+  }
+  if (const char* v = std::getenv("GEMMASERVE_PREFETCH_AHEAD"); v != nullptr && *v != '\0') {
+    cpu::parse_once_prefetch_distance(v);
   }
   const bool pin = bind != "none";
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);

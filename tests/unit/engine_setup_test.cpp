@@ -196,6 +196,22 @@ TEST(EngineStartup, LinePrefetchEnvironmentIsNtaOrL2) {
   EXPECT_EQ(error_of([&] { make_engine(args); }), "no error");
 }
 
+TEST(EngineStartup, PrefetchAheadEnvironmentIsAByteCount) {
+  EngineArgs args = tiny_args("dense");
+  std::vector<std::string> errors;
+  for (const char* v : {"8k", "-1", "1048577", "8192"}) {
+    setenv("GEMMASERVE_PREFETCH_AHEAD", v, 1);
+    errors.push_back(error_of([&] { make_engine(args); }));
+  }
+  unsetenv("GEMMASERVE_PREFETCH_AHEAD");
+  const std::string want =
+      "GEMMASERVE_PREFETCH_AHEAD must be a byte count from 0 (the next group) to 1048576, got '";
+  EXPECT_EQ(errors[0], want + "8k'");
+  EXPECT_EQ(errors[1], want + "-1'");
+  EXPECT_EQ(errors[2], want + "1048577'");
+  EXPECT_EQ(errors[3], "no error");
+}
+
 TEST(EngineFlags, HumanReadableIntegers) {
   EXPECT_EQ(parse_human_readable_int("4096", "--x"), 4096);
   EXPECT_EQ(parse_human_readable_int("4k", "--x"), 4000);

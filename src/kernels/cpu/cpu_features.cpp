@@ -65,6 +65,12 @@ LinePrefetch choose_once_line_prefetch() {
   return cpu_features().amd ? LinePrefetch::kNonTemporal : LinePrefetch::kL2;
 }
 
+size_t choose_once_prefetch_distance() {
+  const char* forced = std::getenv("GEMMASERVE_PREFETCH_AHEAD");
+  if (forced != nullptr && *forced != '\0') return parse_once_prefetch_distance(forced);
+  return (cpu_features().amd ? size_t{8} : size_t{12}) << 10;
+}
+
 CpuIsa choose_isa() {
   const CpuIsa best = best_isa();
   const char* forced = std::getenv("GEMMASERVE_CPU_ISA");
@@ -113,7 +119,23 @@ LinePrefetch batch_line_prefetch() {
   return cpu_features().amd ? LinePrefetch::kL1 : LinePrefetch::kL2;
 }
 
-size_t once_prefetch_distance() { return cpu_features().amd ? 0 : size_t{12} << 10; }
+size_t once_prefetch_distance() {
+  static const size_t distance = choose_once_prefetch_distance();
+  return distance;
+}
+
+size_t parse_once_prefetch_distance(const char* text) {
+  const std::string s = text;
+  const bool digits =
+      !s.empty() && s.size() <= 7 && s.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoul(s) > (size_t{1} << 20)) {
+    throw InputError(
+        "GEMMASERVE_PREFETCH_AHEAD must be a byte count from 0 (the next group) to 1048576, "
+        "got '" +
+        s + "'");
+  }
+  return std::stoul(s);
+}
 
 bool attention_burst_prefetch() { return !cpu_features().amd; }
 

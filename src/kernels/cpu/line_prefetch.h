@@ -78,12 +78,17 @@ class LineTrickle {
   int64_t per_step_;
 };
 
-// How far ahead of its reads one-row decode requests quantized weight lines: 0 = the next 16-row
-// group (AMD, measured best on Zen 5), else this many bytes. On an Intel Xeon a group ahead
-// lost 10-14 % once groups passed ~64 KiB (K >= 4096: E4B's down projection, K 10240 Q8_0,
-// 30.0 against 34.3-34.4 GB/s with 12-24 KiB, alternating in one process); 12 KiB also helps
-// 256-row matrices (32.0 against 30.7 for 24 KiB) and equals 24 KiB on the rest.
+// How far ahead of its reads one-row decode requests quantized weight lines (0 = the whole next
+// 16-row group): 8 KiB on AMD, 12 KiB elsewhere. Zen 5, one thread, alternating in one process:
+// Q4_0 K 1536 38.3 -> 41.5 GB/s and Q8_0 39.8 -> 44.4 against the next group (E2B decode on one
+// thread 81-83 -> 85-86 % of its roofline). On an Intel Xeon a group ahead lost 10-14 % once
+// groups passed ~64 KiB (K >= 4096: E4B's down projection, K 10240 Q8_0, 30.0 against 34.3-34.4
+// GB/s with 12-24 KiB); 12 KiB also helps 256-row matrices (32.0 against 30.7 for 24 KiB).
+// GEMMASERVE_PREFETCH_AHEAD=BYTES overrides it (parse_once_prefetch_distance).
 size_t once_prefetch_distance();
+
+// Parses a byte count in [0, 1 MiB]; InputError otherwise.
+size_t parse_once_prefetch_distance(const char* text);
 
 // Parses "nta" or "l2"; InputError otherwise.
 LinePrefetch parse_once_line_prefetch(const char* name);
