@@ -128,13 +128,14 @@ size_t parse_once_prefetch_distance(const char* text) {
   const std::string s = text;
   const bool digits =
       !s.empty() && s.size() <= 7 && s.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoul(s) > (size_t{1} << 20)) {
+  const size_t bytes = digits ? std::stoul(s) : 0;
+  if (!digits || bytes > (size_t{1} << 20)) {
     throw InputError(
         "GEMMASERVE_PREFETCH_AHEAD must be a byte count from 0 (the next group) to 1048576, "
         "got '" +
         s + "'");
   }
-  return std::stoul(s);
+  return bytes;
 }
 
 bool attention_burst_prefetch() { return !cpu_features().amd; }
