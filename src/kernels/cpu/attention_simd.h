@@ -15,7 +15,6 @@
 #include <limits>
 
 #include "kernels/cpu/attention_internal.h"
-#include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/simd_math.h"
 
 // Internal linkage: each ISA's translation unit gets its own copies, never merged by the linker.
@@ -246,7 +245,6 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
   std::fill(ws.sum.begin(), ws.sum.begin() + group, 0.0f);
   const uint8_t* rows[2][2][kChunk];  // [chunk parity][K, V][key]
   int parity = 0;
-  const bool burst = attention_burst_prefetch();
   if (task.range.begin < task.range.end) {
     chunk_rows(kv, task, task.range.begin,
                std::min<int32_t>(kChunk, task.range.end - task.range.begin), head_offset,
@@ -254,8 +252,8 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
   }
 
   // Requests a chunk ahead (past the range up to task.prefetch_end: the next segment's first
-  // keys), either all at the chunk's start or spread over the loops: the next chunk's K while
-  // this one's keys are scored, its V while this one's values are summed.
+  // keys), spread over the loops: the next chunk's K while this one's keys are scored, its V
+  // while this one's values are summed (all at the chunk's start stalled the core on both CPUs).
   for (int32_t c0 = task.range.begin; c0 < task.range.end; c0 += kChunk, parity ^= 1) {
     const int n = std::min<int32_t>(kChunk, task.range.end - c0);
     const uint8_t* const* krows = rows[parity][0];
@@ -264,17 +262,9 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     const int32_t next_end = next < task.range.end ? task.range.end : task.prefetch_end;
     const int next_n = std::clamp<int32_t>(next_end - next, 0, kChunk);
     chunk_rows(kv, task, next, next_n, head_offset, rows[parity ^ 1][0], rows[parity ^ 1][1]);
-    if (burst) {
-      for (int j = 0; j < next_n; ++j) {
-        for (int64_t b = 0; b < row_bytes; b += 64) {
-          prefetch_line<LinePrefetch::kL2>(rows[parity ^ 1][0][j] + b);
-          prefetch_line<LinePrefetch::kL2>(rows[parity ^ 1][1][j] + b);
-        }
-      }
-    }
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
       const RowPrefetch pf =
-          !burst && g0 == 0 ? RowPrefetch{rows[parity ^ 1][0], next_n, row_bytes} : RowPrefetch{};
+          g0 == 0 ? RowPrefetch{rows[parity ^ 1][0], next_n, row_bytes} : RowPrefetch{};
       score_block<V, D>(std::min(kHeadBlock, group - g0), task.q + static_cast<size_t>(g0) * hd, hd,
                         krows, n, shape.scale, q8_values, &ws.scores[g0 * kChunk], pf);
     }
@@ -311,7 +301,7 @@ void attend_group(const PagedKv& kv, const AttentionShape& shape,
     const float* weights = D == KvDtype::kFp8E4M3 ? ws.weights.data() : ws.scores.data();
     for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
       const RowPrefetch pf =
-          !burst && g0 == 0 ? RowPrefetch{rows[parity ^ 1][1], next_n, row_bytes} : RowPrefetch{};
+          g0 == 0 ? RowPrefetch{rows[parity ^ 1][1], next_n, row_bytes} : RowPrefetch{};
       accumulate_block<V, D>(std::min(kHeadBlock, group - g0), weights + g0 * kChunk, vrows, n, hd,
                              q8_values, acc + static_cast<size_t>(g0) * hd, pf);
     }

@@ -138,8 +138,6 @@ size_t parse_once_prefetch_distance(const char* text) {
   return bytes;
 }
 
-bool attention_burst_prefetch() { return !cpu_features().amd; }
-
 LinePrefetch parse_once_line_prefetch(const char* name) {
   const std::string s = name;
   if (s == "nta") return LinePrefetch::kNonTemporal;

@@ -97,10 +97,4 @@ LinePrefetch parse_once_line_prefetch(const char* name);
 // tile): kL1 on AMD, kL2 elsewhere (the Intel Xeon streamed 8 rows of Q4_0 / Q8_0 7 % faster).
 LinePrefetch batch_line_prefetch();
 
-// Whether decode attention requests the next chunk's K/V rows all at the chunk's start, into
-// L2, instead of spread over the loops that use the current chunk: true except on AMD (a burst
-// of hundreds of requests stalled Zen 5; on an Intel Xeon the spread requests did not help at
-// all and the burst cut attention time 15-30 %, bench attention --layers 140).
-bool attention_burst_prefetch();
-
 }  // namespace gemmaserve::cpu
