@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <queue>
+#include <span>
 
 #include "core/error.h"
 #include "core/utf8.h"
@@ -45,13 +46,21 @@ void BpeModel::MergeTable::reserve(size_t n) {
   mask_ = capacity - 1;
 }
 
-size_t BpeModel::MergeTable::slot_of(uint64_t key) const {
+size_t BpeModel::MergeTable::home_of(uint64_t key) const {
   // splitmix64 finalizer: spreads the packed id pair over the table.
   uint64_t h = key + 0x9E3779B97F4A7C15ull;
   h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
   h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
   h ^= h >> 31;
-  size_t i = static_cast<size_t>(h) & mask_;
+  return static_cast<size_t>(h) & mask_;
+}
+
+void BpeModel::MergeTable::prefetch(int32_t a, int32_t b) const {
+  __builtin_prefetch(&slots_[home_of(pair_key(a, b))]);
+}
+
+size_t BpeModel::MergeTable::slot_of(uint64_t key) const {
+  size_t i = home_of(key);
   while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
   return i;
 }
@@ -72,45 +81,77 @@ const BpeModel::MergeTarget* BpeModel::MergeTable::find(int32_t a, int32_t b) co
 BpeModel::BpeModel(std::vector<std::string> vocab,
                    const std::vector<std::pair<int32_t, int32_t>>& merges, BpeOptions options,
                    const std::string& source)
-    : pieces_(std::move(vocab)), options_(std::move(options)), source_(source) {
-  ids_.reserve(pieces_.size());
-  for (size_t i = 0; i < pieces_.size(); ++i) {
-    ids_.emplace(pieces_[i], static_cast<int32_t>(i));
-  }
+    : pieces_(std::move(vocab)), ids_(pieces_), options_(std::move(options)), source_(source) {
+  for (size_t i = 0; i < pieces_.size(); ++i) ids_.insert(static_cast<int32_t>(i));
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    auto it = ids_.find(name);
-    byte_ids_[static_cast<size_t>(b)] = it == ids_.end() ? -1 : it->second;
+    byte_ids_[static_cast<size_t>(b)] = ids_.find(name);
   }
   if (options_.unk_token) {
-    if (auto it = ids_.find(*options_.unk_token); it != ids_.end()) unk_id_ = it->second;
+    if (const int32_t id = ids_.find(*options_.unk_token); id >= 0) unk_id_ = id;
   }
 
   merges_.reserve(merges.size());
+  // A batch of merges at a time, so that the table lookups of a batch overlap in memory, and each
+  // loop asks for the lines it reads kAhead merges ahead.
+  constexpr size_t kBatch = 512;
+  constexpr size_t kAhead = 16;
   const auto n = static_cast<int32_t>(pieces_.size());
-  std::string merged;
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    auto [a, b] = merges[rank];
-    if (a < 0 || a >= n || b < 0 || b >= n) {
-      throw InputError(source_ + ": merge " + std::to_string(rank) +
+  std::string joined;
+  std::vector<size_t> ends;
+  std::vector<std::string_view> merged;
+  std::vector<int32_t> merged_ids(kBatch);
+  for (size_t begin = 0; begin < merges.size(); begin += kBatch) {
+    size_t count = std::min(kBatch, merges.size() - begin);
+    std::optional<size_t> out_of_range;
+    joined.clear();
+    ends.clear();
+    for (size_t k = 0; k < count; ++k) {
+      if (k + kAhead < count) {
+        auto [next_a, next_b] = merges[begin + k + kAhead];
+        if (next_a >= 0 && next_a < n) __builtin_prefetch(&pieces_[static_cast<size_t>(next_a)]);
+        if (next_b >= 0 && next_b < n) __builtin_prefetch(&pieces_[static_cast<size_t>(next_b)]);
+      }
+      auto [a, b] = merges[begin + k];
+      if (a < 0 || a >= n || b < 0 || b >= n) {
+        out_of_range = begin + k;
+        count = k;
+        break;
+      }
+      joined.append(pieces_[static_cast<size_t>(a)]).append(pieces_[static_cast<size_t>(b)]);
+      ends.push_back(joined.size());
+    }
+    merged.clear();
+    for (size_t k = 0, start = 0; k < count; start = ends[k++]) {
+      merged.push_back(std::string_view(joined).substr(start, ends[k] - start));
+    }
+    ids_.find_all(merged, std::span(merged_ids).first(count));
+    for (size_t k = 0; k < count; ++k) {
+      if (k + kAhead < count) {
+        merges_.prefetch(merges[begin + k + kAhead].first, merges[begin + k + kAhead].second);
+      }
+      const size_t rank = begin + k;
+      auto [a, b] = merges[rank];
+      if (merged_ids[k] < 0) {
+        throw InputError(source_ + ": merge " + std::to_string(rank) + " ('" +
+                         pieces_[static_cast<size_t>(a)] + "' + '" +
+                         pieces_[static_cast<size_t>(b)] +
+                         "') makes a piece that is not in the vocabulary");
+      }
+      merges_.insert(a, b, MergeTarget{static_cast<uint32_t>(rank), merged_ids[k]});
+    }
+    if (out_of_range) {
+      throw InputError(source_ + ": merge " + std::to_string(*out_of_range) +
                        " uses a token id outside the vocabulary");
     }
-    merged.assign(pieces_[static_cast<size_t>(a)]).append(pieces_[static_cast<size_t>(b)]);
-    auto it = ids_.find(merged);
-    if (it == ids_.end()) {
-      throw InputError(source_ + ": merge " + std::to_string(rank) + " ('" +
-                       pieces_[static_cast<size_t>(a)] + "' + '" + pieces_[static_cast<size_t>(b)] +
-                       "') makes a piece that is not in the vocabulary");
-    }
-    merges_.insert(a, b, MergeTarget{static_cast<uint32_t>(rank), it->second});
   }
 }
 
 std::optional<int32_t> BpeModel::piece_to_id(std::string_view piece) const {
-  auto it = ids_.find(piece);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = ids_.find(piece);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 int32_t BpeModel::unk_id() const {

@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "tokenizer/piece_index.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace gemmaserve {
@@ -42,6 +42,7 @@ class BpeModel {
     void reserve(size_t n);
     void insert(int32_t a, int32_t b, MergeTarget target);  // a later duplicate wins, as in HF
     const MergeTarget* find(int32_t a, int32_t b) const;
+    void prefetch(int32_t a, int32_t b) const;  // asks for the line insert(a, b) starts at
 
    private:
     struct Slot {
@@ -49,6 +50,7 @@ class BpeModel {
       MergeTarget target{};
     };
     static constexpr uint64_t kEmpty = ~uint64_t{0};
+    size_t home_of(uint64_t key) const;
     size_t slot_of(uint64_t key) const;
     std::vector<Slot> slots_;
     size_t mask_ = 0;
@@ -57,7 +59,7 @@ class BpeModel {
   int32_t unk_id() const;
 
   std::vector<std::string> pieces_;
-  std::unordered_map<std::string_view, int32_t> ids_;  // views into pieces_
+  PieceIndex ids_;  // over pieces_; a repeated piece keeps its first id
   MergeTable merges_;
   std::array<int32_t, 256> byte_ids_{};  // id of "<0xNN>", -1 when absent
   BpeOptions options_;

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/python_text.h"
 #include "core/utf8.h"
+#include "io/json_file.h"
+#include "tokenizer/tokenizer_json_tables.h"
 
 namespace gemmaserve {
 
@@ -161,22 +164,14 @@ void read_decoder(const Reader& r, const json& j, const std::string& path,
   }
 }
 
-// Resolves a token's content to its id: added tokens first, then the model vocabulary.
+// Resolves a vocabulary piece to its id (the first, as the pieces of a JSON object are unique).
 class IdLookup {
  public:
-  explicit IdLookup(const TokenizerSpec& spec) : spec_(spec) {
+  explicit IdLookup(const TokenizerSpec& spec) {
     vocab_.reserve(spec.vocab.size());
     for (size_t i = 0; i < spec.vocab.size(); ++i) {
       vocab_.emplace(spec.vocab[i], static_cast<int32_t>(i));
     }
-  }
-  std::optional<int32_t> find(std::string_view content) const {
-    for (const AddedToken& t : spec_.added_tokens) {
-      if (t.content == content) return t.id;
-    }
-    auto it = vocab_.find(content);
-    if (it == vocab_.end()) return std::nullopt;
-    return it->second;
   }
   std::optional<int32_t> find_vocab(std::string_view content) const {
     auto it = vocab_.find(content);
@@ -185,11 +180,22 @@ class IdLookup {
   }
 
  private:
-  const TokenizerSpec& spec_;
   std::unordered_map<std::string_view, int32_t> vocab_;
 };
 
-void read_model(const Reader& r, const json& model, TokenizerSpec& spec) {
+// A token's content to its id, added tokens first; a scan, as it runs a few times per file.
+std::optional<int32_t> find_token_id(const TokenizerSpec& spec, std::string_view content) {
+  for (const AddedToken& t : spec.added_tokens) {
+    if (t.content == content) return t.id;
+  }
+  auto it = std::find(spec.vocab.begin(), spec.vocab.end(), content);
+  if (it == spec.vocab.end()) return std::nullopt;
+  return static_cast<int32_t>(it - spec.vocab.begin());
+}
+
+// `tables`, when given, hold model.vocab and model.merges already read (they are empty in `model`).
+void read_model(const Reader& r, const json& model, TokenizerSpec& spec,
+                TokenizerJsonTables* tables) {
   const std::string path = "model";
   if (!model.is_object()) r.fail("'model' must be an object");
   if (const json* type = r.optional_member(model, "type")) {
@@ -214,6 +220,11 @@ void read_model(const Reader& r, const json& model, TokenizerSpec& spec) {
   spec.bpe.fuse_unk = r.boolean(model, "fuse_unk", false, path);
   spec.bpe.byte_fallback = r.boolean(model, "byte_fallback", false, path);
   spec.bpe.ignore_merges = r.boolean(model, "ignore_merges", false, path);
+  if (tables != nullptr) {
+    spec.vocab = std::move(tables->vocab);
+    spec.merges = std::move(tables->merges);
+    return;
+  }
 
   const json& vocab = r.member(model, "vocab", path);
   if (!vocab.is_object()) r.fail("'model.vocab' must be an object of piece: id");
@@ -335,11 +346,10 @@ void apply_config(const Reader& r, const json& config, TokenizerSpec& spec) {
       }
     }
   }
-  IdLookup ids(spec);
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     auto content = config_token(r, config, key);
     if (!content) return std::nullopt;
-    auto id = ids.find(*content);
+    auto id = find_token_id(spec, *content);
     if (!id) r.fail("'" + std::string(key) + "' names '" + *content + "', which is not a token");
     return id;
   };
@@ -363,15 +373,13 @@ void apply_config(const Reader& r, const json& config, TokenizerSpec& spec) {
   }
 }
 
-}  // namespace
-
-TokenizerSpec spec_from_hf_json(const json& root, const json* config, const std::string& source,
-                                const std::string& config_source) {
+TokenizerSpec spec_from_root(const json& root, const json* config, const std::string& source,
+                             const std::string& config_source, TokenizerJsonTables* tables) {
   Reader r(source);
   TokenizerSpec spec;
   spec.source = source;
   if (!root.is_object()) r.fail("tokenizer.json must be a JSON object");
-  read_model(r, r.member(root, "model", ""), spec);
+  read_model(r, r.member(root, "model", ""), spec, tables);
 
   if (const json* added = r.optional_member(root, "added_tokens")) {
     if (!added->is_array()) r.fail("'added_tokens' must be an array");
@@ -407,6 +415,13 @@ TokenizerSpec spec_from_hf_json(const json& root, const json* config, const std:
   spec.pad_id = special_named("<pad>");
   if (config != nullptr) apply_config(Reader(config_source), *config, spec);
   return spec;
+}
+
+}  // namespace
+
+TokenizerSpec spec_from_hf_json(const json& root, const json* config, const std::string& source,
+                                const std::string& config_source) {
+  return spec_from_root(root, config, source, config_source, nullptr);
 }
 
 namespace {
@@ -515,6 +530,37 @@ ordered_json post_processor_json(const TokenizerSpec& spec) {
 }
 
 }  // namespace
+
+TokenizerSpec spec_from_hf_json_file(const std::filesystem::path& path,
+                                     const std::optional<std::filesystem::path>& config_path) {
+  const std::string source = path.string();
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw InputError(source + ": cannot open (missing file?)");
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+    throw InputError(source + ": cannot read");
+  }
+  json root;
+  std::optional<TokenizerJsonTables> tables = scan_tokenizer_json_tables(text);
+  if (tables) {
+    // The scan checked the rest's syntax too; anything nlohmann still refuses goes the slow way.
+    root = json::parse(tables->rest, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded()) tables.reset();
+  }
+  if (!tables) {
+    try {
+      root = json::parse(text);
+    } catch (const json::exception& e) {
+      throw InputError(source + ": malformed JSON: " + e.what());
+    }
+  }
+  std::optional<json> config;
+  if (config_path) config = read_json_file(*config_path);
+  return spec_from_root(root, config ? &*config : nullptr, source,
+                        config_path ? config_path->string() : std::string(),
+                        tables ? &*tables : nullptr);
+}
 
 std::string to_hf_tokenizer_json(const TokenizerSpec& spec) {
   std::string out;

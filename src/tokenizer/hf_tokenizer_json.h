@@ -2,6 +2,7 @@
 // use; anything else is an InputError naming it) and writing a spec back out in that format.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -15,6 +16,12 @@ namespace gemmaserve {
 TokenizerSpec spec_from_hf_json(const nlohmann::json& tokenizer_json, const nlohmann::json* config,
                                 const std::string& source,
                                 const std::string& config_source = "tokenizer_config.json");
+
+// Reads the tokenizer.json at `path` (and the tokenizer_config.json at `config_path`, if any) as
+// spec_from_hf_json does; the big vocab and merges tables are read without building a JSON tree
+// when the file is well formed. Malformed JSON is "<path>: malformed JSON: ...".
+TokenizerSpec spec_from_hf_json_file(const std::filesystem::path& path,
+                                     const std::optional<std::filesystem::path>& config_path);
 
 // The tokenizer.json that Hugging Face tokenizers would save for `spec` (same field order).
 // Throws InputError if a piece is not valid UTF-8 (JSON cannot carry it).

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf.h"
-#include "io/json_file.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/gguf_vocab.h"
@@ -107,12 +106,9 @@ std::optional<Tokenizer> Tokenizer::from_model_dir(const fs::path& dir) {
   const fs::path json_path = dir / "tokenizer.json";
   std::error_code ec;
   if (!fs::exists(json_path, ec)) return std::nullopt;
-  const nlohmann::json tokenizer_json = read_json_file(json_path);
-  const fs::path config_path = dir / "tokenizer_config.json";
-  std::optional<nlohmann::json> config;
-  if (fs::exists(config_path, ec)) config = read_json_file(config_path);
-  return from_json(tokenizer_json, config ? &*config : nullptr, json_path.string(),
-                   config_path.string());
+  std::optional<fs::path> config_path = dir / "tokenizer_config.json";
+  if (!fs::exists(*config_path, ec)) config_path.reset();
+  return Tokenizer(spec_from_hf_json_file(json_path, config_path));
 }
 
 Tokenizer Tokenizer::from_path(const fs::path& path) {
@@ -124,7 +120,7 @@ Tokenizer Tokenizer::from_path(const fs::path& path) {
   }
   if (!fs::exists(path, ec)) throw InputError(path.string() + ": no such file or directory");
   if (GgufFile::has_gguf_magic(path)) return from_gguf(GgufFile(path));
-  return from_json(read_json_file(path), nullptr, path.string());
+  return Tokenizer(spec_from_hf_json_file(path, std::nullopt));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
