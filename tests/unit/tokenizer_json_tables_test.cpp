@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,23 @@ TEST(TokenizerJsonTablesTest, ModelFolderWithConfigLoadsAsBefore) {
   EXPECT_EQ(t.eos_ids(), (std::vector<int32_t>{1}));
   EXPECT_EQ(t.encode("ab", true, true), (std::vector<int32_t>{2, 6}));
   EXPECT_EQ(t.encode("éa", false, true), (std::vector<int32_t>{12}));
+}
+
+TEST(TokenizerJsonTablesTest, BenchCommandTimesBothWays) {
+  testing::TempDir dir;
+  const fs::path path = write(dir, "tokenizer.json", document());
+  const std::string bin = testing::cli_binary().string();
+  auto r =
+      testing::run_command(bin + " bench tokenizer-load " + path.string() + " --runs 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["vocab_size"], 14);
+  EXPECT_EQ(j["runs"], 2);
+  EXPECT_GT(j["load_cpu_s"].get<double>(), 0.0);
+  EXPECT_GT(j["nlohmann_cpu_s"].get<double>(), 0.0);
+  r = testing::run_command(bin + " bench tokenizer-load 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "error: bench tokenizer-load needs TOKENIZER_JSON");
 }
 
 // The tokenizer.json exported from the real Gemma 4 vocabulary, loaded both ways.
