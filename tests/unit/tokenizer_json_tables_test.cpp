@@ -198,6 +198,23 @@ TEST(TokenizerJsonTablesTest, ModelFolderWithConfigLoadsAsBefore) {
   EXPECT_EQ(t.encode("éa", false, true), (std::vector<int32_t>{12}));
 }
 
+// Loading writes nothing anywhere near the model (its folder may be read-only).
+TEST(TokenizerJsonTablesTest, ReadOnlyModelFolderLoadsAndStaysUntouched) {
+  testing::TempDir dir;
+  write(dir, "tokenizer.json", document());
+  const auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().string());
+    return names;
+  };
+  const std::vector<std::string> before = entries();
+  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  const Tokenizer t = Tokenizer::from_path(dir.path());
+  fs::permissions(dir.path(), fs::perms::owner_all);
+  EXPECT_EQ(t.encode("ab", false, true), (std::vector<int32_t>{6}));
+  EXPECT_EQ(entries(), before);
+}
+
 TEST(TokenizerJsonTablesTest, BenchCommandTimesBothWays) {
   testing::TempDir dir;
   const fs::path path = write(dir, "tokenizer.json", document());
@@ -224,8 +241,9 @@ TEST(TokenizerJsonTablesTest, RealGemma4FileLoadsExactlyAsTheWholeFileParser) {
     GTEST_SKIP() << gguf << " is missing";
   }
   testing::TempDir dir;
-  const fs::path path =
-      write(dir, "tokenizer.json", to_hf_tokenizer_json(tokenizer_spec_from_gguf(GgufFile(gguf))));
+  const std::string text = to_hf_tokenizer_json(tokenizer_spec_from_gguf(GgufFile(gguf)));
+  const fs::path path = write(dir, "tokenizer.json", text);
+  ASSERT_TRUE(scan_tokenizer_json_tables(text).has_value()) << "the scanner gave up on the file";
   const TokenizerSpec fast = spec_from_hf_json_file(path, std::nullopt);
   EXPECT_EQ(fast.vocab.size(), 262144u);
   EXPECT_EQ(fast.merges.size(), 514906u);
