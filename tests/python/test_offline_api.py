@@ -294,3 +294,32 @@ def test_bad_engine_arguments_raise(tmp_path) -> None:
         LLM(golden_model("dense"), quantization="awq", **SMALL_ENGINE)
     with pytest.raises(TypeError, match=r"LLM\(max_num_seqs=...\) has the wrong type"):
         LLM(golden_model("dense"), max_num_seqs="many")
+
+
+def test_sampling_params_defaults_are_vllms() -> None:
+    sp = SamplingParams()
+    expected = dict(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0,
+                    temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, seed=None, stop=[],
+                    stop_token_ids=[], ignore_eos=False, max_tokens=16, min_tokens=0,
+                    logprobs=None, prompt_logprobs=None, detokenize=True,
+                    skip_special_tokens=True, spaces_between_special_tokens=True,
+                    include_stop_str_in_output=False, structured_outputs=None, logit_bias=None,
+                    allowed_token_ids=None, extra_args=None, bad_words=[])
+    assert {k: getattr(sp, k) for k in expected} == expected
+
+
+def test_token_masks_reach_the_engine(dense: LLM) -> None:
+    biased = dense.generate([[2, 3]], SamplingParams(max_tokens=4, logit_bias={300: 100.0},
+                                                     **GREEDY), use_tqdm=False)
+    assert biased[0].outputs[0].token_ids == [300] * 4
+    allowed = dense.generate([[2, 3]], SamplingParams(max_tokens=6, allowed_token_ids=[5, 6],
+                                                      temperature=1.0, seed=1, ignore_eos=True),
+                             use_tqdm=False)
+    assert set(allowed[0].outputs[0].token_ids) <= {5, 6}
+    # min_tokens holds back a stop token until it has generated that many.
+    stop = biased[0].outputs[0].token_ids[0]
+    held = dense.generate([[2, 3]], SamplingParams(max_tokens=6, min_tokens=3,
+                                                   stop_token_ids=[stop], logit_bias={stop: 100.0},
+                                                   **GREEDY), use_tqdm=False)[0].outputs[0]
+    assert len(held.token_ids) == 4 and held.token_ids[-1] == stop
+    assert held.finish_reason == "stop"
