@@ -172,3 +172,16 @@ def test_structured_outputs_json_object(llm: LLM) -> None:
                         StructuredOutputsParams(json_object=True))
     text = llm.generate("Give me JSON:", sp, use_tqdm=False)[0].outputs[0].text
     assert text.lstrip().startswith("{")
+
+
+def test_bad_words_are_never_completed(llm: LLM) -> None:
+    sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    first = llm.generate("Hello world", sp, use_tqdm=False)[0].outputs[0]
+    tok = llm.get_tokenizer()
+    word = tok.decode(first.token_ids[:1]).strip()
+    assert word, "the first token is blank"
+    banned = llm.generate("Hello world", SamplingParams(temperature=0, max_tokens=6,
+                                                        ignore_eos=True, bad_words=[word]),
+                          use_tqdm=False)[0].outputs[0]
+    assert banned.token_ids[0] != first.token_ids[0]
+    assert word not in banned.text
