@@ -194,6 +194,7 @@ class LLM:
              chat_template_kwargs: Optional[Dict[str, Any]] = None,
              mm_processor_kwargs: Optional[Dict[str, Any]] = None, *,
              reasoning_effort: Optional[str] = None,
+             tool_choice: Union[str, Dict[str, Any], None] = None,
              parse_output: bool = False) -> List[RequestOutput]:
         """Generates replies to conversations, rendered with the chat template exactly as the
         server renders them (the same code).
@@ -206,6 +207,10 @@ class LLM:
             tools: OpenAI tool definitions, given to the template.
             chat_template_kwargs: Extra template variables (e.g. ``{"enable_thinking": True}``).
             reasoning_effort: Gemma 4: maps to enable_thinking, as the server does.
+            tool_choice: gemmaserve's addition, the server's field: "auto" / "none" / None
+                leave the model free; "required" or ``{"type": "function", "function":
+                {"name": NAME}}`` force the reply to open with a call (of NAME), as the
+                server enforces it (token masks).
             parse_output: gemmaserve's addition. False (vLLM's behaviour): ``text`` is the raw
                 generated text. True: each output also gets ``message`` (a ChatMessage with
                 the reasoning, content and tool calls the server would return); ``text`` then
@@ -233,6 +238,7 @@ class LLM:
             "chat_template_kwargs": json.dumps(chat_template_kwargs or {}),
             "reasoning_effort": reasoning_effort,
             "parse_output": parse_output,
+            "tool_choice": self._tool_choice_name(tool_choice),
         }
         per_prompt = self._per_prompt(params, len(conversations))
         to_context = [sp.max_tokens is None for sp in per_prompt]
@@ -249,6 +255,21 @@ class LLM:
         ]
 
     # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _tool_choice_name(tool_choice: Union[str, Dict[str, Any], None]) -> Optional[str]:
+        if tool_choice is None or isinstance(tool_choice, str):
+            if tool_choice not in (None, "auto", "none", "required"):
+                raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or "
+                                 f"{{'type': 'function', 'function': {{'name': ...}}}}, "
+                                 f"got {tool_choice!r}")
+            return tool_choice
+        try:
+            return str(tool_choice["function"]["name"])
+        except (KeyError, TypeError) as e:
+            raise ValueError("tool_choice must be 'auto', 'none', 'required' or "
+                             "{'type': 'function', 'function': {'name': ...}}, "
+                             f"got {tool_choice!r}") from e
 
     @staticmethod
     def _prompt_list(prompts: Any) -> List[Any]:

@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
 #include "server/answer_constraints.h"
+#include "server/openai_protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -43,15 +44,46 @@ void apply_structured_outputs(const py::handle& sp, LLM& llm, std::string_view c
   out->answer_constraint = json_object_constraint(*tok, gemma4, chat_prompt);
 }
 
+// One SamplingParams per entry of `params`, or per chat prompt when `chat_prompts` are given
+// (constraints depend on each rendered prompt).
 std::vector<SamplingParams> engine_params(const py::list& params, LLM& llm,
                                           const std::vector<std::string>& chat_prompts) {
   std::vector<SamplingParams> out;
-  for (size_t i = 0; i < params.size(); ++i) {
-    out.push_back(sampling_params_from_python(params[i]));
-    apply_structured_outputs(params[i], llm, chat_prompts.empty() ? "" : chat_prompts[i],
-                             &out.back());
+  const size_t count = chat_prompts.empty() ? params.size() : chat_prompts.size();
+  for (size_t i = 0; i < count; ++i) {
+    const py::handle sp = params[params.size() == 1 ? 0 : i];
+    out.push_back(sampling_params_from_python(sp));
+    apply_structured_outputs(sp, llm, chat_prompts.empty() ? "" : chat_prompts[i], &out.back());
   }
   return out;
+}
+
+// The server's tool_choice "required" or a named function as the answer's forced opening.
+void apply_tool_choice(const std::string& choice, const nlohmann::ordered_json& tools, LLM& llm,
+                       const std::string& chat_prompt, SamplingParams* out) {
+  if (choice.empty() || choice == "auto" || choice == "none") return;
+  if (!tools.is_array() || tools.empty()) {
+    throw InputError("tool_choice '" + choice + "' needs tools");
+  }
+  ChatRequest req;
+  req.tools = tools;
+  req.tool_choice = choice == "required" ? "required" : "function";
+  if (choice != "required") {
+    bool known = false;
+    for (const auto& t : tools)
+      known |= t.value("function", nlohmann::ordered_json::object()).value("name", "") == choice;
+    if (!known) throw InputError("tool_choice names '" + choice + "', which is not in tools");
+    req.tool_choice_function = choice;
+  }
+  if (out->answer_constraint) {
+    throw InputError("tool_choice '" + choice + "' cannot be combined with structured_outputs");
+  }
+  const Tokenizer* tok = llm.tokenizer();
+  if (tok == nullptr) throw InputError("tool_choice needs a tokenizer, and this model has none");
+  out->answer_constraint = tool_choice_constraint(*tok, req, chat_prompt);
+  if (!out->answer_constraint) {
+    throw InputError("tool_choice '" + choice + "' needs Gemma 4's tool-call marker token");
+  }
 }
 
 std::vector<Prompt> engine_prompts(const py::list& prompts) {
@@ -103,19 +135,22 @@ class PyLLM {
       messages.push_back(parse_json_arg(conversations[i], "conversation " + std::to_string(i)));
     }
     const ChatOptions chat_options = chat_options_from_dict(options);
-    // json_object constraints depend on whether the rendered prompt lets the model think first.
+    // Constraints (json_object, tool_choice) depend on whether the rendered prompt lets the
+    // model think first, so those conversations are rendered here too.
+    const std::string tool_choice =
+        options.contains("tool_choice") && !options["tool_choice"].is_none()
+            ? options["tool_choice"].cast<std::string>()
+            : "";
+    bool constrained = !tool_choice.empty() && tool_choice != "auto" && tool_choice != "none";
+    for (const py::handle sp : params) constrained |= !sp.attr("structured_outputs").is_none();
     std::vector<std::string> rendered;
-    bool structured = false;
-    for (const py::handle sp : params) structured |= !sp.attr("structured_outputs").is_none();
-    if (structured) {
+    if (constrained) {
       for (const auto& m : messages) rendered.push_back(llm_->render_chat(m, chat_options).text);
-      if (params.size() == 1 && rendered.size() > 1) {
-        throw py::value_error(
-            "structured_outputs in LLM.chat need one SamplingParams per "
-            "conversation");
-      }
     }
-    const std::vector<SamplingParams> sp = engine_params(params, *llm_, rendered);
+    std::vector<SamplingParams> sp = engine_params(params, *llm_, rendered);
+    for (size_t i = 0; i < rendered.size(); ++i) {
+      apply_tool_choice(tool_choice, chat_options.tools, *llm_, rendered[i], &sp[i]);
+    }
     const GenerateOptions options_hooks = hooks(on_finished, max_tokens_to_context);
     std::vector<ChatOutput> outputs;
     {

@@ -129,6 +129,26 @@ def test_chat_with_tools(llm: LLM) -> None:
     assert parsed.message.role == "assistant"
     assert parsed.message.finish_reason in ("length", "tool_calls")
     assert "<turn|>" not in (parsed.message.content or "")
+    # tool_choice (the server's field) forces the call; the parser returns it as a tool call.
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        forced = llm.chat(messages, SamplingParams(temperature=0, max_tokens=16), use_tqdm=False,
+                          tools=[WEATHER_TOOL], tool_choice=choice, parse_output=True)[0]
+        call = forced.outputs[0]
+        assert call.text.startswith("<|tool_call>call:get_weather{")
+        assert [c.name for c in call.message.tool_calls] == ["get_weather"]
+        assert isinstance(json.loads(call.message.tool_calls[0].arguments), dict)
+        assert call.message.content is None
+    for kwargs, message in [
+        (dict(tool_choice="required"), "tool_choice 'required' needs tools"),
+        (dict(tools=[WEATHER_TOOL], tool_choice={"type": "function", "function": {"name": "x"}}),
+         "tool_choice names 'x', which is not in tools"),
+        (dict(tools=[WEATHER_TOOL], tool_choice="sometimes"),
+         "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': "
+         "{'name': ...}}, got 'sometimes'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            llm.chat(messages, sp, use_tqdm=False, **kwargs)
+        assert str(e.value) == message
     # Several conversations in one call, one SamplingParams each.
     both = llm.chat([messages, [{"role": "user", "content": "Hi"}]], [sp, sp],
                     tools=[WEATHER_TOOL], use_tqdm=False)
