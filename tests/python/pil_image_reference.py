@@ -50,6 +50,23 @@ def png_bytes(width, height, color_type, bit_depth, raw_rows, palette=None, trns
     return out
 
 
+def adam7_png(rgb):
+    """An interlaced 8-bit RGB PNG (Pillow does not write Adam7)."""
+    h, w, _ = rgb.shape
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+              (0, 1, 1, 2)]
+    rows = []
+    for x0, y0, dx, dy in passes:
+        sub = rgb[y0::dy, x0::dx]
+        if sub.shape[0] and sub.shape[1]:
+            rows.extend(r.tobytes() for r in sub)
+    data = png_bytes(w, h, 2, 8, rows)
+    # png_bytes writes interlace method 0 into IHDR; patch it to 1 and fix the CRC.
+    ihdr = bytearray(data[12:29])
+    ihdr[-1] = 1
+    return data[:12] + bytes(ihdr) + struct.pack(">I", zlib.crc32(ihdr) & 0xFFFFFFFF) + data[33:]
+
+
 def pack_bits(values, bits):
     out = bytearray()
     per = 8 // bits
@@ -60,6 +77,52 @@ def pack_bits(values, bits):
             byte |= v << (8 - bits * (j + 1))
         out.append(byte)
     return bytes(out)
+
+
+def gif_bytes(screen, frame_box, indices, global_palette=None, local_palette=None,
+              transparency=None, min_code_size=2):
+    """A hand-made GIF (Pillow only writes full-screen frames): LZW with a clear code before the
+    code width would grow, so every pixel is a literal."""
+
+    def table(palette):
+        bits = max(1, (len(palette) // 3 - 1).bit_length())
+        return bits, bytes(palette) + bytes(3 * (1 << bits) - len(palette))
+
+    out = b"GIF89a" + struct.pack("<HH", *screen)
+    if global_palette:
+        bits, data = table(global_palette)
+        out += bytes([0x80 | (bits - 1), 0, 0]) + data
+    else:
+        out += bytes([0, 0, 0])
+    if transparency is not None:
+        out += bytes([0x21, 0xF9, 4, 1, 0, 0, transparency, 0])
+    x, y, w, h = frame_box
+    flags, palette_data = 0, b""
+    if local_palette:
+        bits, palette_data = table(local_palette)
+        flags = 0x80 | (bits - 1)
+    out += b"," + struct.pack("<HHHH", x, y, w, h) + bytes([flags]) + palette_data
+    clear, end, width = 1 << min_code_size, (1 << min_code_size) + 1, min_code_size + 1
+    codes = []
+    for i, v in enumerate(indices):
+        if i % ((1 << min_code_size) - 2) == 0:
+            codes.append(clear)
+        codes.append(int(v))
+    codes.append(end)
+    bitstream, nbits, packed = 0, 0, bytearray()
+    for code in codes:
+        bitstream |= code << nbits
+        nbits += width
+        while nbits >= 8:
+            packed.append(bitstream & 0xFF)
+            bitstream >>= 8
+            nbits -= 8
+    if nbits:
+        packed.append(bitstream & 0xFF)
+    out += bytes([min_code_size])
+    for i in range(0, len(packed), 255):
+        out += bytes([len(packed[i:i + 255])]) + packed[i:i + 255]
+    return out + b"\x00;"
 
 
 def pil_save(image, fmt, **kwargs):
@@ -122,6 +185,7 @@ def sample_files(rng):
     palette = list(rng.integers(0, 256, 16 * 3, dtype=np.uint8))
     files["png_palette4.png"] = png_bytes(w, h, 3, 4, [pack_bits(list(r), 4) for r in pal4],
                                           palette=palette, trns=[0, 128])
+    files["png_interlaced.png"] = adam7_png(rgb)
     files["png_exif6.png"] = png_bytes(w, h, 2, 8, [r.tobytes() for r in rgb], exif=exif_bytes(6)[6:])
 
     im_smooth = Image.fromarray(smooth, "RGB")
@@ -154,6 +218,19 @@ def sample_files(rng):
     files["gif_animated.gif"] = pil_save(im_p, "GIF", save_all=True,
                                          append_images=[frame2.quantize(colors=50)], duration=100)
     files["gif_interlaced.gif"] = pil_save(im_p, "GIF", interlace=True)
+    pal4 = [200, 0, 0, 0, 200, 0, 0, 0, 200, 90, 90, 90]
+    small = rng.integers(0, 4, 5 * 4)
+    files["gif_small_frame_transparent.gif"] = gif_bytes((10, 8), (2, 3, 5, 4), small, pal4,
+                                                         transparency=2)
+    files["gif_small_frame.gif"] = gif_bytes((10, 8), (2, 3, 5, 4), small, pal4)
+    files["gif_frame_past_screen.gif"] = gif_bytes((4, 4), (2, 2, 5, 3), small[:15], pal4)
+    files["gif_local_palette.gif"] = gif_bytes((5, 4), (0, 0, 5, 4), small, None, pal4[::-1])
+    files["gif_no_palette.gif"] = gif_bytes((5, 4), (0, 0, 5, 4), small)
+    files["gif_grey_ramp.gif"] = gif_bytes((5, 4), (0, 0, 5, 4), small, [0, 0, 0, 1, 1, 1, 2, 2,
+                                                                         2, 3, 3, 3])
+    wide = rng.integers(0, 8, 5 * 4)  # indices past the 4-entry palette
+    files["gif_index_past_palette.gif"] = gif_bytes((5, 4), (0, 0, 5, 4), wide, pal4,
+                                                    min_code_size=3)
     return files
 
 
