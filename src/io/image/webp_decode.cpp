@@ -41,8 +41,9 @@ DecodedPixels decode_webp(std::span<const std::uint8_t> bytes, const DecodeOptio
   if (riff_size + 8 > bytes.size()) throw_invalid(ImageFormat::kWebp, "the data is truncated");
   WebPBitstreamFeatures features;
   const VP8StatusCode status = WebPGetFeatures(bytes.data(), bytes.size(), &features);
-  if (status == VP8_STATUS_NOT_ENOUGH_DATA)
+  if (status == VP8_STATUS_NOT_ENOUGH_DATA) {
     throw_invalid(ImageFormat::kWebp, "the data is truncated");
+  }
   if (status != VP8_STATUS_OK) throw_invalid(ImageFormat::kWebp, "the header is malformed");
   check_dimensions(ImageFormat::kWebp, static_cast<std::uint64_t>(features.width),
                    static_cast<std::uint64_t>(features.height), options);
