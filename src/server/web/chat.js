@@ -295,6 +295,7 @@ function setBusy(busy) {
   $("stop").hidden = !busy;
   $("prompt").disabled = busy;
   $("model").disabled = busy;
+  setStatus(busy ? "Generating…" : "Ready");
 }
 
 async function generate() {
