@@ -1,7 +1,9 @@
 // Offline inference API: load a checkpoint once, generate for many prompts.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -57,6 +59,27 @@ struct Prompt {
   static Prompt from_ids(std::vector<int32_t> ids) { return Prompt{std::nullopt, std::move(ids)}; }
 };
 
+// What LLM::generate does besides generating (the Python binding's progress bar and Ctrl+C).
+// Callbacks run on the thread that called generate, never on the engine thread. If one throws,
+// the call's unfinished requests are aborted and the exception propagates once all have ended.
+struct GenerateOptions {
+  // Called as each prompt finishes, with its index in `prompts` and its final output.
+  std::function<void(size_t index, const RequestOutput& output)> on_finished;
+  // Called every `poll_interval` while requests run; false aborts the call's unfinished requests
+  // (finish_reason "abort") and generate returns once they have ended.
+  std::function<bool()> keep_going;
+  std::chrono::milliseconds poll_interval{50};
+  // Per prompt (empty: none): true ignores max_tokens and lets the prompt generate up to
+  // max_model_len minus its length (vLLM's max_tokens=None).
+  std::vector<bool> max_tokens_to_context;
+};
+
+// A chat prompt as LLM::chat renders it: the template's text and its token ids.
+struct RenderedChat {
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
 // LLM::chat options, named as in vLLM's LLM.chat and the chat completions request.
 struct ChatOptions {
   nlohmann::ordered_json tools;  // null or an OpenAI tools array
@@ -99,12 +122,22 @@ class LLM {
   // every prompt before submitting any (InputError naming the prompt).
   std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
                                       const SamplingParams& params);
+  // The same with parameters per prompt (`params` holds one per prompt, or one for all).
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
+                                      const std::vector<SamplingParams>& params,
+                                      const GenerateOptions& options);
 
   // Renders `messages` (an OpenAI messages array) with the chat template exactly as the server
   // does, generates, and parses the output like /v1/chat/completions (the same code). Throws
   // InputError without a tokenizer or chat template, or for a template error.
   ChatOutput chat(const nlohmann::ordered_json& messages, const SamplingParams& params,
                   const ChatOptions& options = {});
+  // Many conversations in one batch (`params`: one per conversation, or one for all).
+  std::vector<ChatOutput> chat(const std::vector<nlohmann::ordered_json>& conversations,
+                               const std::vector<SamplingParams>& params,
+                               const ChatOptions& options, const GenerateOptions& generate_options);
+  // The prompt chat() would generate from (Hugging Face's apply_chat_template). Throws as chat().
+  RenderedChat render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
 
   // nullptr when the checkpoint has no tokenizer and none was given.
   const Tokenizer* tokenizer() const;

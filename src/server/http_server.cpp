@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "server/api_error.h"
+#include "server/chat_page.h"
 #include "server/chat_rendering.h"
 #include "server/serving_chat.h"
 #include "server/serving_completions.h"
@@ -242,6 +243,7 @@ void HttpServer::register_routes() {
         return httplib::Server::HandlerResponse::Handled;
       }));
 
+  register_chat_page(s);
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   s.Get("/ping", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) {

@@ -9,6 +9,8 @@
 // Prints PASS or FAIL (with reasons) and exits 0 or 1.
 import OpenAI from "openai";
 
+import { metricValue } from "./prometheus.mjs";
+
 function parseArgs(argv) {
   const opts = {
     baseUrl: "",
@@ -60,22 +62,6 @@ async function waitForHealth(baseUrl, retries) {
     await sleep(500);
   }
   return false;
-}
-
-// Sums every sample of `name` (all label sets) in a Prometheus text exposition.
-export function metricValue(text, name) {
-  let total = null;
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
-    if (!line || line.startsWith("#")) continue;
-    const nameEnd = line.search(/[{\s]/);
-    if (nameEnd < 0 || line.slice(0, nameEnd) !== name) continue;
-    const afterLabels = line[nameEnd] === "{" ? line.slice(line.indexOf("}", nameEnd) + 1) : line.slice(nameEnd);
-    const value = Number(afterLabels.trim().split(/\s+/)[0]);
-    if (Number.isNaN(value)) continue;
-    total = (total ?? 0) + value;
-  }
-  return total;
 }
 
 // One streaming request; when `abortAfter` > 0 it aborts after that many chunks.

@@ -8,6 +8,8 @@ set -euo pipefail
 
 BIN="$1"
 ROOT="$2"
+# shellcheck source=lib/tiny_server.sh
+source "$(dirname "$0")/lib/tiny_server.sh"  # SHARED VOCAB TEMPLATE, the server
 
 skip() {
   if [ "${CI:-}" = "true" ]; then
@@ -18,9 +20,6 @@ skip() {
   exit 0
 }
 
-SHARED="${GEMMASERVE_SHARED:-$ROOT/../shared}"
-VOCAB="$SHARED/data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf"
-TEMPLATE="$SHARED/data/chat-templates/google-gemma-4-31B-it.jinja"
 NODE_DIR="$ROOT/tests/node"
 [ -f "$VOCAB" ] || skip "shared data missing: $VOCAB"
 command -v node >/dev/null || skip "node is not installed (run scripts/setup)"
@@ -28,40 +27,16 @@ command -v curl >/dev/null || skip "curl is not installed (run scripts/setup)"
 [ -d "$NODE_DIR/node_modules/openai" ] || skip "npm package openai missing (run scripts/setup)"
 
 TMP="$(mktemp -d)"
-SERVER_PID=""
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
-trap 'stop_server; rm -rf "$TMP"' EXIT
-
+trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
 MODEL="$TMP/model"
-"$BIN" make-test-model --preset tiny --dtype bf16 --seed 0 --out "$MODEL" >/dev/null
-"$BIN" export-tokenizer --from "$VOCAB" --out "$MODEL/tokenizer.json" >/dev/null
-cp "$TEMPLATE" "$MODEL/chat_template.jinja"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
 
-# Starts the server on a free port (--port 0) and waits for /health, bounded.
+# Starts the server on a free port and waits for /health, bounded.
 start_server() {
-  local log="$TMP/server.log"
-  "$BIN" serve "$MODEL" --served-model-name gemma4 --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
-  SERVER_PID=$!
-  PORT=""
-  for _ in $(seq 1 600); do
-    PORT="$(sed -n 's/.*Uvicorn running on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null || true)"
-    if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; then
-      BASE="http://127.0.0.1:$PORT"
-      return 0
-    fi
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "FAIL: server did not become healthy"
-  cat "$log"
-  exit 1
+  start_tiny_server "$MODEL" --served-model-name gemma4 "$@"
+  BASE="$BASE_URL"
 }
+stop_server() { stop_tiny_server; }
 
 failures=0
 check() {  # check NAME COMMAND...

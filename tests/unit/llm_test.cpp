@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "cli/make_test_model_command.h"
 #include "core/error.h"
 #include "engine_test_support.h"
@@ -49,6 +52,58 @@ TEST(Llm, PromptsRunAsOneBatchInPromptOrder) {
     EXPECT_STREQ(e.what(), "prompt 8 holds token id 9999, outside the vocabulary of 512 tokens");
   }
   EXPECT_EQ(llm.engine().stats().num_waiting, 0);
+}
+
+// GenerateOptions (the Python binding's hooks): parameters per prompt, vLLM's max_tokens=None,
+// one on_finished call per prompt, and keep_going false aborting the call's requests.
+TEST(Llm, GenerateOptionsReportAbortAndFillTheContext) {
+  log::set_level(log::Level::kWarning);
+  EngineArgs args = tiny_args("dense");
+  args.max_model_len = 64;
+  LLM llm(args);
+  SamplingParams short_run;
+  short_run.temperature = 0;
+  short_run.ignore_eos = true;
+  short_run.max_tokens = 3;
+  SamplingParams to_context = short_run;
+  GenerateOptions options;
+  options.max_tokens_to_context = {false, true};
+  std::vector<size_t> reported;
+  options.on_finished = [&](size_t i, const RequestOutput& out) {
+    EXPECT_TRUE(out.finished);
+    reported.push_back(i);
+  };
+  const auto out = llm.generate({Prompt::from_ids({2, 5, 6}), Prompt::from_ids({2, 7})},
+                                {short_run, to_context}, options);
+  EXPECT_EQ(out[0].outputs[0].token_ids.size(), 3u);
+  EXPECT_EQ(out[1].outputs[0].token_ids.size(), 62u);  // max_model_len - the prompt's 2
+  std::sort(reported.begin(), reported.end());
+  EXPECT_EQ(reported, (std::vector<size_t>{0, 1}));
+
+  // keep_going false: every request of the call ends with "abort", and the engine is empty.
+  SamplingParams long_run = to_context;
+  long_run.max_tokens = 60;
+  GenerateOptions stop;
+  stop.poll_interval = std::chrono::milliseconds(0);  // asked at once: 60 steps cannot be done
+  stop.keep_going = [] { return false; };
+  const auto aborted =
+      llm.generate({Prompt::from_ids({2, 5}), Prompt::from_ids({2, 6})}, {long_run}, stop);
+  for (const RequestOutput& r : aborted) {
+    EXPECT_EQ(r.outputs[0].finish_reason, "abort");
+    EXPECT_LT(r.outputs[0].token_ids.size(), 60u);
+  }
+  // A hook that throws: the requests are aborted and the exception reaches the caller.
+  GenerateOptions failing;
+  failing.poll_interval = std::chrono::milliseconds(0);
+  failing.keep_going = []() -> bool { throw std::runtime_error("interrupted"); };
+  EXPECT_THROW(llm.generate({Prompt::from_ids({2, 5})}, {long_run}, failing), std::runtime_error);
+  EXPECT_EQ(llm.engine().stats().num_running + llm.engine().stats().num_waiting, 0);
+  try {
+    llm.generate({Prompt::from_ids({2, 5})}, {long_run, long_run}, {});
+    FAIL() << "accepted two params for one prompt";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "The lengths of prompts and params must be the same.");
+  }
 }
 
 // A random-weight model with Gemma 4's real vocabulary, and Gemma 4's tokenizer.

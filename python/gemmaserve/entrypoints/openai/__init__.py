@@ -1,0 +1,1 @@
+"""vLLM's ``vllm.entrypoints.openai`` module path."""

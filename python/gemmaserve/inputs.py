@@ -1,0 +1,28 @@
+"""Prompt shapes accepted by ``LLM.generate``, as vLLM's ``vllm.inputs``."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, TypedDict, Union
+
+
+class _MultiModal(TypedDict, total=False):
+    multi_modal_data: Dict[str, Any]  # not served yet: LLM.generate raises ValueError
+
+
+class TextPrompt(_MultiModal):
+    """A text prompt: tokenized with the model's tokenizer (one BOS in front)."""
+
+    prompt: str
+
+
+class _TokensPromptText(_MultiModal, total=False):
+    prompt: str  # echoed in RequestOutput.prompt
+
+
+class TokensPrompt(_TokensPromptText):
+    """A prompt given as token ids."""
+
+    prompt_token_ids: List[int]
+
+
+PromptType = Union[str, TextPrompt, TokensPrompt]

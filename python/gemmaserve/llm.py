@@ -1,0 +1,299 @@
+"""The offline ``LLM``: vLLM's class over gemmaserve's C++ engine, in this process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from gemmaserve import _gemmaserve
+from gemmaserve._log import logger
+from gemmaserve._progress import ProgressBar
+from gemmaserve.inputs import PromptType
+from gemmaserve.outputs import RequestOutput, _request_output
+from gemmaserve.sampling_params import SamplingParams
+from gemmaserve.tokenizer import Tokenizer
+
+ChatMessages = List[Dict[str, Any]]
+
+# vLLM arguments with no meaning on one CPU process: accepted and logged, as the server's flags.
+_IGNORED_DEFAULTS: Dict[str, Any] = {
+    "trust_remote_code": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+    "data_parallel_size": 1, "compilation_config": None, "enforce_eager": False,
+    "swap_space": 4, "cpu_offload_gb": 0, "disable_custom_all_reduce": False,
+    "tokenizer_mode": "auto", "revision": None, "tokenizer_revision": None,
+    "hf_token": None, "hf_overrides": None, "enable_chunked_prefill": None,
+    "distributed_executor_backend": None, "max_seq_len_to_capture": 8192,
+    "disable_log_stats": True, "mm_processor_kwargs": None, "limit_mm_per_prompt": None,
+    "task": "auto", "load_format": "auto", "async_scheduling": False,
+}
+
+
+class LLM:
+    """An LLM for generating texts from prompts, as vLLM's ``LLM``: the checkpoint is loaded once
+    and every ``generate`` / ``chat`` call runs its prompts as one batch on the engine.
+
+    Args:
+        model: A Hugging Face checkpoint folder (Gemma 4).
+        tokenizer: A tokenizer.json, GGUF vocabulary or folder; default: the model's.
+        dtype: Accepted for vLLM compatibility; gemmaserve computes in float32 from the
+            checkpoint's weights (see ``cpu_matmul_precision``). Other values are logged.
+        quantization: None, "q8_0", "q4_0" or "q4_k" (applied at load).
+        max_model_len: Context length; default the config's.
+        max_num_seqs: Sequences per step (256).
+        max_num_batched_tokens: Token budget of a step (2048).
+        enable_prefix_caching: Reuse KV blocks of shared prompt prefixes (True).
+        kv_cache_memory_bytes: KV cache size in bytes; else ``gpu_memory_utilization`` of the
+            memory left after loading; else min(4 GiB, half of it).
+        gpu_memory_utilization: Share of the available memory for the KV cache (None).
+        seed: Seeds the draws of requests without their own seed (0 when None).
+        block_size, kv_cache_dtype, long_prefill_token_threshold, generation_config,
+        override_generation_config (a dict), threads, cpu_matmul_precision: the engine flags
+            of ``gemmaserve serve`` under their vLLM names.
+        **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
+            ``tensor_parallel_size``, ``compilation_config``, ...) are accepted and logged.
+
+    Raises:
+        ValueError: a bad checkpoint or argument (the engine's message).
+    """
+
+    def __init__(self, model: str, *, tokenizer: Optional[str] = None, dtype: str = "auto",
+                 quantization: Optional[str] = None, max_model_len: Optional[int] = None,
+                 max_num_seqs: Optional[int] = None,
+                 max_num_batched_tokens: Optional[int] = None,
+                 enable_prefix_caching: Optional[bool] = None,
+                 kv_cache_memory_bytes: Optional[int] = None,
+                 gpu_memory_utilization: Optional[float] = None, seed: Optional[int] = None,
+                 block_size: Optional[int] = None, kv_cache_dtype: str = "auto",
+                 long_prefill_token_threshold: Optional[int] = None,
+                 generation_config: str = "auto",
+                 override_generation_config: Optional[Dict[str, Any]] = None,
+                 threads: Optional[int] = None, cpu_matmul_precision: Optional[str] = None,
+                 **kwargs: Any) -> None:
+        args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
+                                "generation_config": generation_config}
+        optional = {
+            "tokenizer": tokenizer, "quantization": quantization, "max_model_len": max_model_len,
+            "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+            "enable_prefix_caching": enable_prefix_caching,
+            "kv_cache_memory_bytes": kv_cache_memory_bytes,
+            "gpu_memory_utilization": gpu_memory_utilization, "seed": seed,
+            "block_size": block_size,
+            "long_prefill_token_threshold": long_prefill_token_threshold, "threads": threads,
+            "cpu_matmul_precision": cpu_matmul_precision,
+        }
+        args.update({k: (str(v) if k == "tokenizer" else v)
+                     for k, v in optional.items() if v is not None})
+        if override_generation_config:
+            args["override_generation_config"] = json.dumps(override_generation_config)
+        if dtype not in ("auto", None):
+            logger.warning(f"LLM(dtype={dtype!r}) is accepted for vLLM compatibility and "
+                           "ignored: gemmaserve computes in float32 from the checkpoint's weights")
+        for name, value in kwargs.items():
+            if name in _IGNORED_DEFAULTS and value == _IGNORED_DEFAULTS[name]:
+                logger.info(f"LLM({name}={value!r}) is accepted for vLLM compatibility; "
+                            "no effect here")
+            else:
+                logger.warning(f"LLM({name}={value!r}) is accepted for vLLM compatibility and "
+                               "ignored: gemmaserve runs one CPU process")
+        self._engine = _gemmaserve.Engine(args)
+
+    # -- vLLM's accessors -------------------------------------------------------------------
+
+    def get_tokenizer(self) -> Tokenizer:
+        """The model's tokenizer with Hugging Face's methods. ValueError if it has none."""
+        native = self._engine.tokenizer()
+        if native is None:
+            raise ValueError("this model has no tokenizer; pass LLM(tokenizer=...)")
+        return Tokenizer(native, self._engine.render_chat)
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """SamplingParams with the checkpoint's generation_config.json defaults (what
+        ``generate`` uses when given no sampling_params)."""
+        return SamplingParams(**self._engine.default_sampling_params())
+
+    @property
+    def max_model_len(self) -> int:
+        return self._engine.max_model_len()
+
+    @property
+    def eos_token_ids(self) -> List[int]:
+        """Ids that end generation unless ignore_eos (the checkpoint's, never hard-coded)."""
+        return self._engine.eos_token_ids()
+
+    def num_unfinished_requests(self) -> int:
+        """Requests the engine still holds: 0 between calls (interrupted calls included)."""
+        return self._engine.num_unfinished_requests()
+
+    # -- generation -------------------------------------------------------------------------
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType], Sequence[int]],
+                 sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+                 *, use_tqdm: Union[bool, Callable[..., Any]] = True, lora_request: Any = None,
+                 priority: Optional[List[int]] = None) -> List[RequestOutput]:
+        """Generates completions for the prompts, all submitted as one batch.
+
+        Args:
+            prompts: A prompt or a list of them: strings, ``{"prompt": text}``,
+                ``{"prompt_token_ids": [...]}`` (optionally with ``"prompt"`` text to echo), or
+                a mix. A flat list of ints is one token-id prompt.
+            sampling_params: One SamplingParams for every prompt or one per prompt; None uses
+                ``get_default_sampling_params()``.
+            use_tqdm: Show vLLM's "Processed prompts" bar (or pass a tqdm-like callable).
+
+        Returns:
+            One RequestOutput per prompt, in prompt order.
+
+        Raises:
+            ValueError: a bad prompt or parameter (the engine's message, naming the prompt).
+            KeyboardInterrupt: Ctrl+C; the call's requests are aborted first.
+        """
+        if lora_request is not None:
+            raise ValueError("LoRA adapters are not supported by gemmaserve")
+        if priority is not None:
+            logger.info("generate(priority=...) is accepted; the offline LLM runs its prompts "
+                        "as one batch")
+        items = self._prompt_list(prompts)
+        params = self._params_list(sampling_params, len(items))
+        engine_prompts: List[Tuple[Optional[str], Optional[List[int]]]] = []
+        echo: List[Optional[str]] = []
+        for i, p in enumerate(items):
+            if isinstance(p, str):
+                engine_prompts.append((p, None))
+                echo.append(p)
+                continue
+            if not isinstance(p, dict):
+                raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
+                                 f"'prompt_token_ids', got {type(p).__name__}")
+            if p.get("multi_modal_data"):
+                raise ValueError(f"prompt {i}: multi_modal_data is not supported yet "
+                                 "(gemmaserve serves text only)")
+            if "prompt_token_ids" in p:
+                engine_prompts.append((None, [int(t) for t in p["prompt_token_ids"]]))
+                echo.append(p.get("prompt"))
+            elif "prompt" in p:
+                engine_prompts.append((p["prompt"], None))
+                echo.append(p["prompt"])
+            else:
+                raise ValueError(f"prompt {i} has neither 'prompt' nor 'prompt_token_ids'")
+        to_context = [sp.max_tokens is None for sp in self._per_prompt(params, len(items))]
+        bar = ProgressBar(len(items), use_tqdm)
+        try:
+            raw = self._engine.generate(engine_prompts, params, to_context, bar.finished)
+        finally:
+            bar.close()
+        per_prompt = self._per_prompt(params, len(items))
+        return [_request_output(r, per_prompt[i], prompt=echo[i]) for i, r in enumerate(raw)]
+
+    def chat(self, messages: Union[ChatMessages, List[ChatMessages]],
+             sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+             use_tqdm: Union[bool, Callable[..., Any]] = True, lora_request: Any = None,
+             chat_template: Optional[str] = None,
+             chat_template_content_format: str = "auto", add_generation_prompt: bool = True,
+             continue_final_message: bool = False,
+             tools: Optional[List[Dict[str, Any]]] = None,
+             chat_template_kwargs: Optional[Dict[str, Any]] = None,
+             mm_processor_kwargs: Optional[Dict[str, Any]] = None, *,
+             reasoning_effort: Optional[str] = None,
+             tool_choice: Union[str, Dict[str, Any], None] = None,
+             parse_output: bool = False) -> List[RequestOutput]:
+        """Generates replies to conversations, rendered with the chat template exactly as the
+        server renders them (the same code).
+
+        Args:
+            messages: One conversation (a list of OpenAI message dicts) or a list of them.
+            sampling_params: One for all conversations or one per conversation.
+            chat_template: Template text to use instead of the model's.
+            add_generation_prompt, continue_final_message: Hugging Face's template flags.
+            tools: OpenAI tool definitions, given to the template.
+            chat_template_kwargs: Extra template variables (e.g. ``{"enable_thinking": True}``).
+            reasoning_effort: Gemma 4: maps to enable_thinking, as the server does.
+            tool_choice: gemmaserve's addition, the server's field: "auto" / "none" / None
+                leave the model free; "required" or ``{"type": "function", "function":
+                {"name": NAME}}`` force the reply to open with a call (of NAME), as the
+                server enforces it (token masks).
+            parse_output: gemmaserve's addition. False (vLLM's behaviour): ``text`` is the raw
+                generated text. True: each output also gets ``message`` (a ChatMessage with
+                the reasoning, content and tool calls the server would return); ``text`` then
+                keeps the marker text the parsers read (special tokens are not skipped).
+
+        Returns:
+            One RequestOutput per conversation; ``prompt`` is the rendered chat prompt.
+        """
+        if lora_request is not None:
+            raise ValueError("LoRA adapters are not supported by gemmaserve")
+        if mm_processor_kwargs:
+            logger.info("chat(mm_processor_kwargs=...) is accepted; no multimodal input yet")
+        del chat_template_content_format  # the template sees the messages as given
+        if isinstance(messages, (list, tuple)) and messages and isinstance(messages[0],
+                                                                           (list, tuple)):
+            conversations = [list(c) for c in messages]
+        else:
+            conversations = [list(messages)]
+        params = self._params_list(sampling_params, len(conversations))
+        options = {
+            "tools": None if tools is None else json.dumps(tools),
+            "add_generation_prompt": add_generation_prompt,
+            "continue_final_message": continue_final_message,
+            "chat_template": chat_template,
+            "chat_template_kwargs": json.dumps(chat_template_kwargs or {}),
+            "reasoning_effort": reasoning_effort,
+            "parse_output": parse_output,
+            "tool_choice": self._tool_choice_name(tool_choice),
+        }
+        per_prompt = self._per_prompt(params, len(conversations))
+        to_context = [sp.max_tokens is None for sp in per_prompt]
+        bar = ProgressBar(len(conversations), use_tqdm)
+        try:
+            raw = self._engine.chat([json.dumps(c) for c in conversations], params, options,
+                                    to_context, bar.finished)
+        finally:
+            bar.close()
+        return [
+            _request_output(r["output"], per_prompt[i], prompt=r["prompt"],
+                            messages=r["messages"] if parse_output else None)
+            for i, r in enumerate(raw)
+        ]
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _tool_choice_name(tool_choice: Union[str, Dict[str, Any], None]) -> Optional[str]:
+        if tool_choice is None or isinstance(tool_choice, str):
+            if tool_choice not in (None, "auto", "none", "required"):
+                raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or "
+                                 f"{{'type': 'function', 'function': {{'name': ...}}}}, "
+                                 f"got {tool_choice!r}")
+            return tool_choice
+        try:
+            return str(tool_choice["function"]["name"])
+        except (KeyError, TypeError) as e:
+            raise ValueError("tool_choice must be 'auto', 'none', 'required' or "
+                             "{'type': 'function', 'function': {'name': ...}}, "
+                             f"got {tool_choice!r}") from e
+
+    @staticmethod
+    def _prompt_list(prompts: Any) -> List[Any]:
+        if isinstance(prompts, (str, dict)):
+            return [prompts]
+        items = list(prompts)
+        if items and all(isinstance(t, int) for t in items):
+            return [{"prompt_token_ids": items}]  # vLLM's legacy single token-id prompt
+        return [{"prompt_token_ids": p} if isinstance(p, list) and all(
+            isinstance(t, int) for t in p) else p for p in items]
+
+    def _params_list(self, sampling_params: Any, count: int) -> List[SamplingParams]:
+        if sampling_params is None:
+            return [self.get_default_sampling_params()]
+        if isinstance(sampling_params, SamplingParams):
+            return [sampling_params]
+        params = list(sampling_params)
+        if len(params) != count:
+            raise ValueError("The lengths of prompts and params must be the same.")
+        for p in params:
+            if not isinstance(p, SamplingParams):
+                raise TypeError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
+        return params
+
+    @staticmethod
+    def _per_prompt(params: List[SamplingParams], count: int) -> List[SamplingParams]:
+        return params * count if len(params) == 1 else params

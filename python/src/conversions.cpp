@@ -1,0 +1,219 @@
+#include "conversions.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gemmaserve::python {
+
+namespace {
+
+// obj.name cast to T, with a TypeError that names the field instead of pybind11's generic one.
+template <typename T>
+T field(const py::handle& obj, const char* owner, const char* name) {
+  py::object value = obj.attr(name);
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string(owner) + "." + name + " has the wrong type: " +
+                         py::str(py::type::of(value).attr("__name__")).cast<std::string>() + " (" +
+                         py::repr(value).cast<std::string>() + ")");
+  }
+}
+
+template <typename T>
+std::optional<T> optional_field(const py::handle& obj, const char* owner, const char* name) {
+  if (obj.attr(name).is_none()) return std::nullopt;
+  return field<T>(obj, owner, name);
+}
+
+py::list logprob_entries(const TokenLogprobs& logprobs, const Tokenizer* tokenizer) {
+  std::vector<std::pair<int32_t, float>> entries(logprobs.begin(), logprobs.end());
+  // Most likely first, the lower id among equals: the order ranks are counted in.
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  py::list out;
+  for (const auto& [id, logprob] : entries) {
+    py::object decoded = py::none();
+    if (tokenizer != nullptr && tokenizer->contains(id)) {
+      const int32_t one[] = {id};
+      decoded = py::str(tokenizer->decode(one, /*skip_special=*/false));
+    }
+    out.append(py::make_tuple(id, logprob, decoded));
+  }
+  return out;
+}
+
+}  // namespace
+
+EngineArgs engine_args_from_dict(const py::dict& args) {
+  EngineArgs a;
+  for (const auto& [key_handle, value] : args) {
+    const std::string key = py::str(key_handle);
+    auto get = [&](auto& target) {
+      using T = std::decay_t<decltype(target)>;
+      try {
+        target = value.cast<T>();
+      } catch (const py::cast_error&) {
+        throw py::type_error("LLM(" + key +
+                             "=...) has the wrong type: " + py::repr(value).cast<std::string>());
+      }
+    };
+    if (key == "model") {
+      get(a.model);
+    } else if (key == "tokenizer") {
+      get(a.tokenizer);
+    } else if (key == "threads") {
+      get(a.threads);
+    } else if (key == "max_model_len") {
+      get(a.max_model_len);
+    } else if (key == "block_size") {
+      get(a.block_size);
+    } else if (key == "kv_cache_dtype") {
+      get(a.kv_cache_dtype);
+    } else if (key == "kv_cache_memory_bytes") {
+      get(a.kv_cache_memory_bytes);
+    } else if (key == "gpu_memory_utilization") {
+      get(a.gpu_memory_utilization);
+    } else if (key == "max_num_seqs") {
+      get(a.max_num_seqs);
+    } else if (key == "max_num_batched_tokens") {
+      get(a.max_num_batched_tokens);
+    } else if (key == "long_prefill_token_threshold") {
+      get(a.long_prefill_token_threshold);
+    } else if (key == "enable_prefix_caching") {
+      get(a.enable_prefix_caching);
+    } else if (key == "generation_config") {
+      get(a.generation_config);
+    } else if (key == "override_generation_config") {
+      get(a.override_generation_config);
+    } else if (key == "seed") {
+      get(a.seed);
+    } else if (key == "show_progress") {
+      get(a.show_progress);
+    } else if (key == "quantization") {
+      get(a.quantization);
+    } else if (key == "cpu_matmul_precision") {
+      get(a.cpu_matmul_precision);
+    } else {
+      throw py::type_error("unknown engine argument '" + key + "'");
+    }
+  }
+  return a;
+}
+
+SamplingParams sampling_params_from_python(const py::handle& sp) {
+  constexpr const char* kOwner = "SamplingParams";
+  SamplingParams p;
+  p.n = field<int>(sp, kOwner, "n");
+  p.presence_penalty = field<double>(sp, kOwner, "presence_penalty");
+  p.frequency_penalty = field<double>(sp, kOwner, "frequency_penalty");
+  p.repetition_penalty = field<double>(sp, kOwner, "repetition_penalty");
+  p.temperature = field<double>(sp, kOwner, "temperature");
+  p.top_p = field<double>(sp, kOwner, "top_p");
+  p.top_k = field<int>(sp, kOwner, "top_k");
+  p.min_p = field<double>(sp, kOwner, "min_p");
+  if (auto seed = optional_field<int64_t>(sp, kOwner, "seed")) {
+    p.seed = static_cast<uint64_t>(*seed);
+  }
+  p.stop = field<std::vector<std::string>>(sp, kOwner, "stop");
+  p.stop_token_ids = field<std::vector<int32_t>>(sp, kOwner, "stop_token_ids");
+  p.ignore_eos = field<bool>(sp, kOwner, "ignore_eos");
+  // None (vLLM: up to max_model_len) is resolved per prompt by the caller; 16 stands in here.
+  p.max_tokens = optional_field<int>(sp, kOwner, "max_tokens").value_or(16);
+  p.min_tokens = field<int>(sp, kOwner, "min_tokens");
+  p.logprobs = optional_field<int>(sp, kOwner, "logprobs");
+  p.prompt_logprobs = optional_field<int>(sp, kOwner, "prompt_logprobs");
+  p.skip_special_tokens = field<bool>(sp, kOwner, "skip_special_tokens");
+  p.include_stop_str_in_output = field<bool>(sp, kOwner, "include_stop_str_in_output");
+  if (auto bias = optional_field<std::map<int32_t, float>>(sp, kOwner, "logit_bias")) {
+    p.logit_bias = std::move(*bias);
+  }
+  p.allowed_token_ids = optional_field<std::vector<int32_t>>(sp, kOwner, "allowed_token_ids");
+  p.bad_words = field<std::vector<std::string>>(sp, kOwner, "bad_words");
+  return p;
+}
+
+py::dict sampling_params_to_kwargs(const SamplingParams& p) {
+  py::dict d;
+  d["n"] = p.n;
+  d["presence_penalty"] = p.presence_penalty;
+  d["frequency_penalty"] = p.frequency_penalty;
+  d["repetition_penalty"] = p.repetition_penalty;
+  d["temperature"] = p.temperature;
+  d["top_p"] = p.top_p;
+  d["top_k"] = p.top_k;
+  d["min_p"] = p.min_p;
+  d["seed"] = p.seed ? py::int_(*p.seed) : py::object(py::none());
+  d["stop"] = p.stop;
+  d["stop_token_ids"] = p.stop_token_ids;
+  d["ignore_eos"] = p.ignore_eos;
+  d["max_tokens"] = p.max_tokens;
+  d["min_tokens"] = p.min_tokens;
+  d["logprobs"] = p.logprobs ? py::int_(*p.logprobs) : py::object(py::none());
+  d["prompt_logprobs"] = p.prompt_logprobs ? py::int_(*p.prompt_logprobs) : py::object(py::none());
+  d["skip_special_tokens"] = p.skip_special_tokens;
+  d["include_stop_str_in_output"] = p.include_stop_str_in_output;
+  d["logit_bias"] = p.logit_bias.empty() ? py::object(py::none()) : py::cast(p.logit_bias);
+  d["allowed_token_ids"] = p.allowed_token_ids ? py::cast(*p.allowed_token_ids) : py::none();
+  d["bad_words"] = p.bad_words;
+  return d;
+}
+
+py::dict request_output_to_python(const RequestOutput& r, const Tokenizer* tokenizer) {
+  py::dict d;
+  d["request_id"] = r.request_id;
+  d["prompt"] = r.prompt ? py::object(py::str(*r.prompt)) : py::object(py::none());
+  d["prompt_token_ids"] = r.prompt_token_ids;
+  if (r.prompt_logprobs) {
+    py::list positions;
+    for (const auto& lp : *r.prompt_logprobs) {
+      positions.append(lp ? py::object(logprob_entries(*lp, tokenizer)) : py::object(py::none()));
+    }
+    d["prompt_logprobs"] = positions;
+  } else {
+    d["prompt_logprobs"] = py::none();
+  }
+  py::list outputs;
+  for (const CompletionOutput& o : r.outputs) {
+    py::dict c;
+    c["index"] = o.index;
+    c["text"] = py::str(o.text);
+    c["token_ids"] = o.token_ids;
+    if (o.logprobs) {
+      py::list positions;
+      for (const TokenLogprobs& lp : *o.logprobs) positions.append(logprob_entries(lp, tokenizer));
+      c["logprobs"] = positions;
+    } else {
+      c["logprobs"] = py::none();
+    }
+    c["finish_reason"] = o.finish_reason ? py::object(py::str(*o.finish_reason)) : py::none();
+    if (o.stop_reason_text) {
+      c["stop_reason"] = py::str(*o.stop_reason_text);
+    } else if (o.stop_reason_token) {
+      c["stop_reason"] = py::int_(*o.stop_reason_token);
+    } else {
+      c["stop_reason"] = py::none();
+    }
+    outputs.append(c);
+  }
+  d["outputs"] = outputs;
+  d["num_cached_tokens"] =
+      r.num_cached_tokens < 0 ? py::object(py::none()) : py::object(py::int_(r.num_cached_tokens));
+  return d;
+}
+
+nlohmann::ordered_json parse_json_arg(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(what + " is not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace gemmaserve::python

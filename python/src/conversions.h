@@ -1,0 +1,35 @@
+// Python <-> C++ conversions for the _gemmaserve extension: EngineArgs from a dict, the engine's
+// SamplingParams from a gemmaserve.SamplingParams object, outputs as plain dicts and lists (the
+// Python package wraps them in vLLM's classes).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gemmaserve/llm.h"
+
+namespace gemmaserve::python {
+
+namespace py = pybind11;
+
+// EngineArgs from {field: value} with EngineArgs' field names; TypeError names a bad value.
+EngineArgs engine_args_from_dict(const py::dict& args);
+
+// The engine's parameters from a gemmaserve.SamplingParams (its attributes, vLLM's names). The
+// structured-output constraint is not set here (it needs the tokenizer; see the module).
+SamplingParams sampling_params_from_python(const py::handle& params);
+
+// The generation-config defaults as gemmaserve.SamplingParams keyword arguments.
+py::dict sampling_params_to_kwargs(const SamplingParams& params);
+
+// A finished request as {"request_id", "prompt", "prompt_token_ids", "prompt_logprobs",
+// "outputs": [{"index", "text", "token_ids", "logprobs", "finish_reason", "stop_reason"}],
+// "num_cached_tokens"}. Logprobs are lists of (token_id, logprob, decoded_token) per position,
+// most likely first; decoded_token is None without a tokenizer.
+py::dict request_output_to_python(const RequestOutput& output, const Tokenizer* tokenizer);
+
+// JSON text (from Python's json.dumps) to JSON, keeping key order; ValueError names `what`.
+nlohmann::ordered_json parse_json_arg(const std::string& text, const std::string& what);
+
+}  // namespace gemmaserve::python

@@ -1,0 +1,412 @@
+// gemmaserve's chat page: plain browser JavaScript, no dependencies, served from the binary.
+// Talks to the server's OpenAI API: GET /v1/models, POST /v1/chat/completions with stream:true.
+"use strict";
+
+const KEY_STORAGE = "gemmaserve.apiKey";
+const MODEL_STORAGE = "gemmaserve.model";
+const SETTING_PREFIX = "gemmaserve.setting.";
+const EXAMPLE_TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "Get the current weather in a city",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string", description: "The city name" } },
+        required: ["city"],
+      },
+    },
+  },
+];
+
+const $ = (id) => document.getElementById(id);
+const chat = {
+  messages: [], // the OpenAI history sent with each request
+  controller: null, // AbortController of the request in flight
+  pendingToolCalls: new Map(), // tool_call_id -> true while its result is not given
+};
+
+function authHeaders() {
+  const headers = { "Content-Type": "application/json" };
+  const key = localStorage.getItem(KEY_STORAGE);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  return headers;
+}
+
+function setStatus(text) {
+  $("status").textContent = text;
+}
+
+async function errorMessage(res) {
+  const text = await res.text();
+  try {
+    return JSON.parse(text).error.message;
+  } catch {
+    return `${res.status} ${res.statusText}${text ? `: ${text}` : ""}`;
+  }
+}
+
+function askForKey(reason) {
+  $("key-reason").textContent = reason;
+  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+  if (!$("key-dialog").open) $("key-dialog").showModal();
+}
+
+async function loadModels() {
+  let res;
+  try {
+    res = await fetch("/v1/models", { headers: authHeaders() });
+  } catch (e) {
+    setStatus(`Cannot reach the server: ${e.message}`);
+    return;
+  }
+  if (res.status === 401) {
+    setStatus("API key needed");
+    askForKey(
+      localStorage.getItem(KEY_STORAGE)
+        ? "The server refused the saved API key."
+        : "This server was started with --api-key.",
+    );
+    return;
+  }
+  if (!res.ok) {
+    setStatus(await errorMessage(res));
+    return;
+  }
+  const { data } = await res.json();
+  const select = $("model");
+  select.replaceChildren(
+    ...data.map((m) => {
+      const option = document.createElement("option");
+      option.value = m.id;
+      option.textContent = m.max_model_len ? `${m.id} (${m.max_model_len} ctx)` : m.id;
+      return option;
+    }),
+  );
+  const saved = localStorage.getItem(MODEL_STORAGE);
+  if (saved && data.some((m) => m.id === saved)) select.value = saved;
+  setStatus(data.length ? "Ready" : "The server lists no model");
+  $("send").disabled = data.length === 0;
+}
+
+// Settings marked data-persist keep their values across visits.
+function persistSettings() {
+  for (const input of document.querySelectorAll("[data-persist]")) {
+    const key = SETTING_PREFIX + input.id;
+    const saved = localStorage.getItem(key);
+    if (saved !== null) {
+      if (input.type === "checkbox") input.checked = saved === "true";
+      else input.value = saved;
+    }
+    input.addEventListener("change", () => {
+      localStorage.setItem(key, input.type === "checkbox" ? String(input.checked) : input.value);
+    });
+  }
+}
+
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function scrollToEnd() {
+  const view = $("conversation");
+  view.scrollTop = view.scrollHeight;
+}
+
+function addBubble(role, label) {
+  $("conversation").querySelector(".empty")?.remove();
+  const bubble = element("article", `message ${role}`);
+  bubble.append(element("div", "role", label));
+  $("conversation").append(bubble);
+  scrollToEnd();
+  return bubble;
+}
+
+function addTextBubble(role, label, text) {
+  const bubble = addBubble(role, label);
+  bubble.append(element("div", "content", text));
+  return bubble;
+}
+
+// One streamed assistant turn: thinking (folded), content, tool calls, and a footer line.
+class AssistantView {
+  constructor(model) {
+    this.bubble = addBubble("assistant", model);
+    this.bubble.dataset.state = "streaming";
+    this.bubble.dataset.chunks = "0";
+    this.thinking = element("details", "thinking");
+    this.thinking.hidden = true;
+    this.thinkingSummary = element("summary", "", "Thinking…");
+    this.thinkingText = element("div", "thinking-text");
+    this.thinking.append(this.thinkingSummary, this.thinkingText);
+    this.content = element("div", "content");
+    this.tools = element("div", "tool-calls");
+    this.meta = element("div", "meta", "…");
+    this.bubble.append(this.thinking, this.content, this.tools, this.meta);
+    this.reasoning = "";
+    this.text = "";
+    this.toolCalls = []; // OpenAI tool_calls, assembled from the deltas by index
+    this.toolViews = [];
+  }
+
+  apply(delta) {
+    // gemmaserve and current vLLM say reasoning; older vLLM servers said reasoning_content.
+    const reasoning = delta.reasoning ?? delta.reasoning_content;
+    if (reasoning) {
+      this.reasoning += reasoning;
+      this.thinking.hidden = false;
+      this.thinkingText.textContent = this.reasoning;
+    }
+    if (delta.content) {
+      this.text += delta.content;
+      this.content.textContent = this.text;
+    }
+    for (const t of delta.tool_calls || []) {
+      const call = (this.toolCalls[t.index] ??= {
+        id: "",
+        type: "function",
+        function: { name: "", arguments: "" },
+      });
+      if (t.id) call.id = t.id;
+      if (t.function?.name) call.function.name += t.function.name;
+      if (t.function?.arguments) call.function.arguments += t.function.arguments;
+      this.renderToolCall(t.index);
+    }
+    this.bubble.dataset.chunks = String(Number(this.bubble.dataset.chunks) + 1);
+    scrollToEnd();
+  }
+
+  renderToolCall(index) {
+    const call = this.toolCalls[index];
+    let view = this.toolViews[index];
+    if (!view) {
+      view = { card: element("div", "tool-call") };
+      view.name = element("div", "tool-name");
+      view.args = element("pre", "tool-args");
+      view.card.append(view.name, view.args);
+      this.tools.append(view.card);
+      this.toolViews[index] = view;
+    }
+    view.name.textContent = `Tool call: ${call.function.name}`;
+    let args = call.function.arguments;
+    try {
+      args = JSON.stringify(JSON.parse(args), null, 2);
+    } catch {
+      // still streaming, or not JSON: show it as it is
+    }
+    view.args.textContent = args;
+  }
+
+  // A form under each call to answer it with the tool's result; all answered continues the chat.
+  offerToolResults() {
+    this.toolCalls.forEach((call, index) => {
+      chat.pendingToolCalls.set(call.id, true);
+      const form = element("form", "tool-result");
+      const input = element("input");
+      input.placeholder = `Result of ${call.function.name} (e.g. JSON)`;
+      input.setAttribute("aria-label", `Result of ${call.function.name}`);
+      const button = element("button", "", "Send result");
+      button.type = "submit";
+      form.append(input, button);
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        if (!chat.pendingToolCalls.has(call.id) || chat.controller) return;
+        chat.pendingToolCalls.delete(call.id);
+        chat.messages.push({ role: "tool", tool_call_id: call.id, content: input.value });
+        form.replaceWith(element("div", "tool-output", `Result: ${input.value}`));
+        if (chat.pendingToolCalls.size === 0) generate();
+      });
+      this.toolViews[index].card.append(form);
+    });
+  }
+
+  finish(state, note) {
+    this.bubble.dataset.state = state;
+    this.thinkingSummary.textContent = "Thinking";
+    this.meta.textContent = note;
+    if (state === "error") this.bubble.classList.add("error");
+  }
+
+  // What goes back into the history: the visible answer and its calls, without the thinking.
+  historyMessage() {
+    const message = { role: "assistant", content: this.text };
+    if (this.toolCalls.length) message.tool_calls = this.toolCalls.filter(Boolean);
+    return message;
+  }
+}
+
+// Yields the data of each server-sent event (one JSON chunk, or "[DONE]").
+async function* serverSentEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let newline;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline).replace(/\r$/, "");
+      buffer = buffer.slice(newline + 1);
+      if (line === "") {
+        if (data.length) yield data.join("\n");
+        data = [];
+      } else if (line.startsWith("data:")) {
+        data.push(line.slice(5).replace(/^ /, ""));
+      }
+    }
+  }
+  if (data.length) yield data.join("\n");
+}
+
+function requestBody(model) {
+  const messages = [];
+  const system = $("system-prompt").value.trim();
+  if (system) messages.push({ role: "system", content: system });
+  messages.push(...chat.messages);
+  const body = {
+    model,
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    chat_template_kwargs: { enable_thinking: $("enable-thinking").checked },
+  };
+  const temperature = Number.parseFloat($("temperature").value);
+  if (!Number.isNaN(temperature)) body.temperature = temperature;
+  const maxTokens = Number.parseInt($("max-tokens").value, 10);
+  if (maxTokens > 0) body.max_tokens = maxTokens;
+  const tools = $("tools").value.trim();
+  if (tools) {
+    try {
+      body.tools = JSON.parse(tools);
+    } catch (e) {
+      throw new Error(`Tools is not valid JSON: ${e.message}`);
+    }
+  }
+  return body;
+}
+
+function setBusy(busy) {
+  $("send").hidden = busy;
+  $("stop").hidden = !busy;
+  $("prompt").disabled = busy;
+  $("model").disabled = busy;
+  setStatus(busy ? "Generating…" : "Ready");
+}
+
+async function generate() {
+  const model = $("model").value;
+  let body;
+  try {
+    body = requestBody(model);
+  } catch (e) {
+    setStatus(e.message);
+    return;
+  }
+  const view = new AssistantView(model);
+  const controller = new AbortController();
+  chat.controller = controller;
+  setBusy(true);
+  const started = performance.now();
+  let finishReason = null;
+  let usage = null;
+  try {
+    const res = await fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: authHeaders(),
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (!res.ok) {
+      const message = await errorMessage(res);
+      if (res.status === 401) askForKey("The server refused the API key.");
+      view.finish("error", `Error: ${message}`);
+      return;
+    }
+    for await (const data of serverSentEvents(res.body)) {
+      if (data === "[DONE]") break;
+      const chunk = JSON.parse(data);
+      if (chunk.error) throw new Error(chunk.error.message);
+      if (chunk.usage) usage = chunk.usage;
+      for (const choice of chunk.choices || []) {
+        if (choice.delta) view.apply(choice.delta);
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const parts = [`finish_reason: ${finishReason ?? "none"}`];
+    if (usage) {
+      parts.push(`${usage.completion_tokens} tokens`);
+      parts.push(`${(usage.completion_tokens / seconds).toFixed(1)} tokens/s`);
+    }
+    view.finish("done", parts.join(" · "));
+    chat.messages.push(view.historyMessage());
+    if (view.toolCalls.length) view.offerToolResults();
+  } catch (e) {
+    if (e.name === "AbortError") {
+      view.finish("stopped", "Stopped");
+      chat.messages.push(view.historyMessage());
+    } else {
+      view.finish("error", `Error: ${e.message}`);
+    }
+  } finally {
+    chat.controller = null;
+    setBusy(false);
+    $("prompt").focus();
+  }
+}
+
+function send() {
+  const text = $("prompt").value.trim();
+  if (!text || chat.controller || !$("model").value) return;
+  $("prompt").value = "";
+  chat.pendingToolCalls.clear();
+  chat.messages.push({ role: "user", content: text });
+  addTextBubble("user", "You", text);
+  generate();
+}
+
+function newChat() {
+  chat.controller?.abort();
+  chat.messages = [];
+  chat.pendingToolCalls.clear();
+  const empty = element("p", "empty", "New conversation.");
+  $("conversation").replaceChildren(empty);
+}
+
+function init() {
+  persistSettings();
+  $("send").disabled = true;
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  $("prompt").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("stop").addEventListener("click", () => chat.controller?.abort());
+  $("new-chat").addEventListener("click", newChat);
+  $("model").addEventListener("change", () => localStorage.setItem(MODEL_STORAGE, $("model").value));
+  $("tools-example").addEventListener("click", () => {
+    $("tools").value = JSON.stringify(EXAMPLE_TOOLS, null, 2);
+    $("tools").dispatchEvent(new Event("change"));
+  });
+  $("change-key").addEventListener("click", () => askForKey("Set the key this page sends."));
+  $("key-cancel").addEventListener("click", () => $("key-dialog").close());
+  $("key-form").addEventListener("submit", () => {
+    const key = $("api-key").value.trim();
+    if (key) localStorage.setItem(KEY_STORAGE, key);
+    else localStorage.removeItem(KEY_STORAGE);
+    loadModels();
+  });
+  loadModels();
+}
+
+init();

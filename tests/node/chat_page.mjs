@@ -1,0 +1,244 @@
+// The chat page (GET /) in a real browser: Debian's chromium driven by playwright-core against a
+// running `gemmaserve serve --api-key KEY`. Checks, in order:
+//  1. the page loads without the key and only from the server (no external fetch), then asks for
+//     the key when /v1/models answers 401, refuses a wrong one, and lists the model with the right;
+//  2. an answer streams: the assistant text is rendered in several steps, growing, and ends done;
+//  3. Stop mid-stream (max_tokens far away): the UI says stopped and the server counts one more
+//     vllm:request_success_total{finished_reason="abort"} with nothing left running;
+//  4. thinking and tool calls (a canned stream: the random test model makes neither): the thought
+//     is folded, the call shown, and its result goes back to the real server, which answers;
+//  5. the request carries the settings (temperature, max_tokens, enable_thinking, tools, key).
+// Saves a screenshot. usage: node chat_page.mjs --base-url URL --model NAME --api-key KEY
+//   --chromium PATH --screenshot FILE.png
+// Prints PASS or FAIL (with the reason) and exits 0 or 1.
+import { chromium } from "playwright-core";
+import { metricValue } from "./prometheus.mjs";
+
+function parseArgs(argv) {
+  const opts = {};
+  const names = {
+    "--base-url": "baseUrl",
+    "--model": "model",
+    "--api-key": "apiKey",
+    "--chromium": "chromium",
+    "--screenshot": "screenshot",
+  };
+  for (let i = 2; i < argv.length; i += 2) {
+    if (!(argv[i] in names) || argv[i + 1] === undefined) throw new Error(`bad flag ${argv[i]}`);
+    opts[names[argv[i]]] = argv[i + 1];
+  }
+  for (const [flag, key] of Object.entries(names)) {
+    if (!opts[key]) throw new Error(`${flag} is required`);
+  }
+  opts.baseUrl = opts.baseUrl.replace(/\/+$/, "");
+  return opts;
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function metrics(baseUrl) {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  return {
+    running: metricValue(text, "vllm:num_requests_running"),
+    aborted: metricValue(text, "vllm:request_success_total", 'finished_reason="abort"') ?? 0,
+  };
+}
+
+// A Gemma-4-style answer the random model cannot give: a thought, then a get_weather call.
+function cannedToolStream(model) {
+  const chunk = (delta, finish = null) =>
+    `data: ${JSON.stringify({
+      id: "chatcmpl-canned",
+      object: "chat.completion.chunk",
+      created: 0,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    })}\n\n`;
+  return [
+    chunk({ role: "assistant", content: "" }),
+    chunk({ reasoning: "The user asks about Lyon. " }),
+    chunk({ reasoning: "I should call get_weather." }),
+    chunk({
+      tool_calls: [
+        { index: 0, id: "chatcmpl-tool-1", type: "function", function: { name: "get_weather", arguments: "" } },
+      ],
+    }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city": "Lyon"}' } }] }),
+    chunk({}, "tool_calls"),
+    "data: [DONE]\n\n",
+  ].join("");
+}
+
+async function setSettings(page, { maxTokens, temperature }) {
+  await page.fill("#max-tokens", String(maxTokens));
+  if (temperature !== undefined) await page.fill("#temperature", String(temperature));
+}
+
+async function sendMessage(page, text) {
+  await page.fill("#prompt", text);
+  await page.click("#send");
+}
+
+// The n-th assistant turn of the conversation shown.
+const assistant = (page, n) => page.locator(".message.assistant").nth(n);
+
+async function main() {
+  const opts = parseArgs(process.argv);
+  const browser = await chromium.launch({
+    executablePath: opts.chromium,
+    headless: true,
+    // Chromium's sandbox cannot start as root, which is how CI runs.
+    args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const foreign = [];
+    page.on("request", (r) => {
+      if (!r.url().startsWith(opts.baseUrl)) foreign.push(r.url());
+    });
+    const pageErrors = [];
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+
+    // 1. The page needs no key; /v1/models does, so the page asks.
+    const response = await page.goto(`${opts.baseUrl}/`);
+    check(response.status() === 200, `GET / answered ${response.status()}`);
+    await page.locator("#key-dialog").waitFor({ state: "visible", timeout: 10000 });
+    await page.fill("#api-key", "wrong-key");
+    await page.click("#key-save");
+    await page.locator("#key-dialog").waitFor({ state: "visible", timeout: 10000 });
+    const reason = await page.textContent("#key-reason");
+    check(reason.includes("refused"), `a wrong key should be refused, the dialog says '${reason}'`);
+    await page.fill("#api-key", opts.apiKey);
+    await page.click("#key-save");
+    await page.locator(`#model option[value="${opts.model}"]`).waitFor({ state: "attached", timeout: 10000 });
+    await page.selectOption("#model", opts.model);
+    check(
+      (await page.evaluate(() => localStorage.getItem("gemmaserve.apiKey"))) === opts.apiKey,
+      "the key is not kept in localStorage",
+    );
+    console.log("key prompt: 401 asked, wrong key refused, right key listed the model");
+
+    // 2. A streamed answer: record the text length at every render.
+    await setSettings(page, { maxTokens: 48, temperature: 1 });
+    await page.evaluate(() => {
+      window.renders = [];
+      new MutationObserver(() => {
+        const content = [...document.querySelectorAll(".message.assistant .content")].pop();
+        if (content) window.renders.push(content.textContent.length);
+      }).observe(document.getElementById("conversation"), {
+        subtree: true,
+        childList: true,
+        characterData: true,
+      });
+    });
+    await sendMessage(page, "Hello! Who are you?");
+    const first = assistant(page, 0);
+    await first.and(page.locator('[data-state="done"]')).waitFor({ timeout: 60000 });
+    const finalText = await first.locator(".content").textContent();
+    const chunks = Number(await first.getAttribute("data-chunks"));
+    const lengths = [...new Set(await page.evaluate(() => window.renders))].filter((n) => n > 0);
+    const grows = lengths.every((n, i) => i === 0 || n > lengths[i - 1]);
+    console.log(
+      `streamed: ${chunks} chunks, ${lengths.length} distinct renders, ${finalText.length} chars; ` +
+        `footer '${await first.locator(".meta").textContent()}'`,
+    );
+    check(finalText.length > 0, "the streamed answer is empty");
+    check(chunks >= 3, `only ${chunks} chunks were rendered`);
+    check(lengths.length >= 2 && grows, `the text did not grow over renders: ${lengths.join(",")}`);
+
+    // 3. Stop mid-stream: far from max_tokens, so the server is still generating.
+    const before = await metrics(opts.baseUrl);
+    await setSettings(page, { maxTokens: 3000 });
+    await sendMessage(page, "Tell me a very long story.");
+    const streaming = assistant(page, 1);
+    await page.waitForFunction(
+      () => {
+        const m = [...document.querySelectorAll(".message.assistant")].pop();
+        return m.dataset.state === "streaming" && Number(m.dataset.chunks) >= 5;
+      },
+      null,
+      { timeout: 60000 },
+    );
+    await page.click("#stop");
+    await streaming.and(page.locator('[data-state="stopped"]')).waitFor({ timeout: 10000 });
+    check((await streaming.locator(".meta").textContent()) === "Stopped", "the footer does not say Stopped");
+    check(await page.isVisible("#send"), "Send is not back after Stop");
+    let after = await metrics(opts.baseUrl);
+    for (let i = 0; i < 100 && (after.running !== 0 || after.aborted <= before.aborted); i++) {
+      await sleep(100);
+      after = await metrics(opts.baseUrl);
+    }
+    console.log(
+      `stopped after ${await streaming.getAttribute("data-chunks")} chunks; server: ` +
+        `running=${after.running}, aborted ${before.aborted} -> ${after.aborted}`,
+    );
+    check(after.running === 0, `the server still runs ${after.running} request(s) after Stop`);
+    check(after.aborted === before.aborted + 1, "the server did not count the stopped request as aborted");
+
+    // 4 and 5. Thinking and a tool call from a canned stream, the request as the page sent it.
+    await page.click("#new-chat");
+    await setSettings(page, { maxTokens: 16, temperature: 0.5 });
+    await page.check("#enable-thinking");
+    await page.click("#tools-example");
+    let sent = null;
+    await page.route("**/v1/chat/completions", async (route) => {
+      sent = { body: route.request().postDataJSON(), auth: route.request().headers().authorization };
+      await route.fulfill({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: cannedToolStream(opts.model),
+      });
+    });
+    await sendMessage(page, "What's the weather in Lyon?");
+    const toolTurn = assistant(page, 0); // New chat cleared the conversation
+    await toolTurn.and(page.locator('[data-state="done"]')).waitFor({ timeout: 10000 });
+    await page.unroute("**/v1/chat/completions");
+    check(sent.auth === `Bearer ${opts.apiKey}`, `Authorization was '${sent.auth}'`);
+    check(sent.body.stream === true && sent.body.model === opts.model, "not a streamed request for the model");
+    check(sent.body.temperature === 0.5 && sent.body.max_tokens === 16, "temperature/max_tokens not sent");
+    check(sent.body.chat_template_kwargs?.enable_thinking === true, "enable_thinking not sent");
+    check(sent.body.tools?.[0]?.function?.name === "get_weather", "the tools were not sent");
+    const thinking = toolTurn.locator("details.thinking");
+    check(await thinking.isVisible(), "the thinking is not shown");
+    check(!(await thinking.evaluate((d) => d.open)), "the thinking is not folded");
+    const thought = await thinking.locator(".thinking-text").textContent();
+    check(thought === "The user asks about Lyon. I should call get_weather.", `thought was '${thought}'`);
+    check(
+      (await toolTurn.locator(".tool-name").textContent()) === "Tool call: get_weather",
+      "the tool call's name is not shown",
+    );
+    check((await toolTurn.locator(".tool-args").textContent()).includes('"city": "Lyon"'), "arguments not shown");
+    check((await toolTurn.locator(".meta").textContent()).includes("tool_calls"), "finish_reason not shown");
+    await toolTurn.locator(".tool-result input").fill('{"temperature_c": 18, "sky": "clear"}');
+    await toolTurn.locator(".tool-result button").click();
+    const answer = assistant(page, 1);
+    await answer.and(page.locator('[data-state="done"]')).waitFor({ timeout: 60000 });
+    check(
+      (await answer.locator(".content").textContent()).length > 0,
+      "the real server gave no answer after the tool result",
+    );
+    console.log(`tool call: shown, result sent, server answered (${await answer.locator(".meta").textContent()})`);
+
+    await thinking.locator("summary").click(); // unfolded for the screenshot
+    await page.screenshot({ path: opts.screenshot });
+    console.log(`screenshot: ${opts.screenshot}`);
+    check(foreign.length === 0, `the page fetched from elsewhere: ${foreign.join(", ")}`);
+    check(pageErrors.length === 0, `page errors: ${pageErrors.join("; ")}`);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().then(
+  () => {
+    console.log("PASS");
+  },
+  (e) => {
+    console.log(`FAIL: ${e.message}`);
+    process.exitCode = 1;
+  },
+);

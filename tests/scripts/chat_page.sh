@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The chat page at GET / in a real browser: serves a tiny random checkpoint (real Gemma 4
+# tokenizer and chat template) with --api-key, then tests/node/chat_page.mjs drives Debian's
+# chromium through playwright-core: the key prompt, a streamed answer, a stop mid-stream (the
+# server must count the request as aborted), thinking and tool calls, and a screenshot saved as
+# BUILD_DIR/chat_page.png.
+# Usage: chat_page.sh BINARY REPO_ROOT
+# Without chromium or the shared data it skips outside CI and fails under CI=true.
+set -euo pipefail
+
+BIN="$1"
+ROOT="$2"
+BUILD_DIR="$(cd "$(dirname "$BIN")" && pwd)"
+# shellcheck source=lib/tiny_server.sh
+source "$(dirname "$0")/lib/tiny_server.sh"  # SHARED VOCAB TEMPLATE, the server
+
+fail() {
+  echo "FAIL: $1"
+  exit 1
+}
+missing() {
+  [ "${CI:-}" != true ] || fail "$1 (required under CI)"
+  echo "SKIP: $1"
+  exit 0
+}
+
+CHROMIUM="${GEMMASERVE_CHROMIUM:-/usr/bin/chromium}"
+NODE_DIR="$ROOT/tests/node"
+[ -x "$CHROMIUM" ] || missing "no browser at $CHROMIUM (scripts/setup installs Debian's chromium)"
+[ -f "$VOCAB" ] || missing "shared data missing: $VOCAB (set GEMMASERVE_SHARED)"
+[ -f "$TEMPLATE" ] || missing "shared data missing: $TEMPLATE"
+command -v node >/dev/null || fail "node is not installed (run scripts/setup)"
+[ -d "$NODE_DIR/node_modules/playwright-core" ] ||
+  fail "npm package playwright-core missing (run scripts/setup)"
+
+TMP="$(mktemp -d)"
+trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
+MODEL="$TMP/tiny"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
+API_KEY="chat-page-test-key"
+start_tiny_server "$MODEL" --served-model-name tiny --max-model-len 4096 --api-key "$API_KEY"
+
+status=0
+node "$NODE_DIR/chat_page.mjs" --base-url "$BASE_URL" --model tiny --api-key "$API_KEY" \
+  --chromium "$CHROMIUM" --screenshot "$BUILD_DIR/chat_page.png" || status=$?
+finish_with_server_log "$status"
