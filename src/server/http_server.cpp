@@ -153,7 +153,7 @@ void guarded(httplib::Response& res, const std::function<void()>& route) {
   } catch (const ApiError& e) {
     send_error(res, e);
   } catch (const InputError& e) {
-    send_error(res, bad_request(e.what()));
+    send_error(res, bad_request(e.what(), e.param()));
   } catch (const nlohmann::json::exception& e) {
     send_error(res, bad_request(e.what()));
   } catch (const std::bad_alloc&) {
