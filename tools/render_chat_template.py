@@ -7,8 +7,11 @@ raise_exception and strftime_now, the {% generation %} tag as a no-op, and conti
 cut as transformers cuts it.
 
 usage: render_chat_template.py --template FILE --conversations FILE.json
-                               [--bos-token TEXT] [--eos-token TEXT]
+                               [--bos-token TEXT] [--eos-token TEXT] [--vllm-messages]
 Prints a JSON array: the rendered string per conversation, or {"error": message}.
+--vllm-messages first post-processes the messages as vLLM's chat_utils does before it renders
+(tool-call arguments strings -> objects, text-part tool results -> one string): what gemmaserve's
+server and LLM::chat render.
 """
 import argparse
 import json
@@ -62,7 +65,42 @@ def final_message_text(chat):
     return final_message
 
 
-def render(template, conversation, bos_token, eos_token):
+def vllm_arguments(arguments):
+    """vLLM's rule: a JSON object stays, a string holding a JSON object is parsed, all else -> {}."""
+    if not arguments:
+        return {}
+    if isinstance(arguments, dict):
+        return arguments
+    parsed = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError:
+            return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def vllm_messages(messages):
+    """The messages as vLLM hands them to the template (a deep copy)."""
+    messages = json.loads(json.dumps(messages))
+    for message in messages:
+        if message["role"] == "assistant" and "tool_calls" in message:
+            if not message["tool_calls"]:
+                del message["tool_calls"]
+                continue
+            for call in message["tool_calls"]:
+                call["function"]["arguments"] = vllm_arguments(call["function"].get("arguments"))
+        elif message["role"] == "tool":
+            content = message.get("content")
+            if content is None:
+                message["content"] = ""
+            elif isinstance(content, list) and all(p.get("type") == "text" for p in content):
+                message["content"] = "\n".join(p["text"] for p in content
+                                                if isinstance(p.get("text"), str))
+    return messages
+
+
+def render(template, conversation, bos_token, eos_token, vllm=False):
     add_generation_prompt = conversation.get("add_generation_prompt", False)
     continue_final_message = conversation.get("continue_final_message", False)
     if continue_final_message and add_generation_prompt:
@@ -72,6 +110,8 @@ def render(template, conversation, bos_token, eos_token):
             "add_generation_prompt when you want to add a header that will prompt it to start a "
             "new assistant message instead.")
     chat = conversation.get("messages", [])
+    if vllm:
+        chat = vllm_messages(chat)
     kwargs = {"bos_token": bos_token, "eos_token": eos_token}
     kwargs.update(conversation.get("chat_template_kwargs") or {})
     rendered = template.render(messages=chat, tools=conversation.get("tools"), documents=None,
@@ -95,6 +135,7 @@ def main():
     parser.add_argument("--conversations", required=True)
     parser.add_argument("--bos-token", default="<bos>")
     parser.add_argument("--eos-token", default="<eos>")
+    parser.add_argument("--vllm-messages", action="store_true")
     args = parser.parse_args()
     with open(args.template, encoding="utf-8") as f:
         source = f.read()
@@ -104,7 +145,8 @@ def main():
     results = []
     for conversation in conversations:
         try:
-            results.append(render(template, conversation, args.bos_token, args.eos_token))
+            results.append(render(template, conversation, args.bos_token, args.eos_token,
+                                  args.vllm_messages))
         except Exception as e:  # the C++ side reports every failure as an error entry too
             results.append({"error": f"{type(e).__name__}: {e}"})
     json.dump(results, sys.stdout, ensure_ascii=False, indent=1)

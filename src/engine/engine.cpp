@@ -262,11 +262,19 @@ std::vector<int32_t> Engine::encode_prompt(const std::string& text) const {
     throw InputError("a text prompt needs a tokenizer, and " + args_.model +
                      " has none (pass --tokenizer or use token ids)");
   }
-  std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special=*/false,
-                                                /*parse_special=*/true);
-  // Exactly one BOS at position 0, whether or not the text already starts with one.
-  const int32_t bos = tokenizer_->bos_id();
-  if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  return prompt_with_bos(tokenizer_->encode(text, /*add_special=*/false, /*parse_special=*/true));
+}
+
+std::vector<int32_t> Engine::prompt_with_bos(std::vector<int32_t> ids) const {
+  const int32_t bos = tokenizer_ ? tokenizer_->bos_id() : -1;
+  if (bos < 0) return ids;
+  const auto first_other =
+      std::find_if(ids.begin(), ids.end(), [bos](int32_t id) { return id != bos; });
+  if (first_other == ids.begin()) {
+    ids.insert(ids.begin(), bos);
+  } else {
+    ids.erase(ids.begin() + 1, first_other);
+  }
   return ids;
 }
 
@@ -281,6 +289,7 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
   }
   r.params.validate(vocab);
   if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
+  r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
   for (int32_t id : r.prompt_token_ids) {
     if (id < 0 || id >= vocab) {
       throw InputError("Token id " + std::to_string(id) + " is out of vocabulary");

@@ -114,6 +114,10 @@ class Engine {
   // Token ids of a text prompt: the tokenizer's encoding with exactly one BOS in front.
   // InputError when the engine has no tokenizer.
   std::vector<int32_t> encode_prompt(const std::string& text) const;
+  // The BOS rule every prompt goes through (Gemma 4 degrades badly without BOS, and its IT
+  // tokenizers do not add one): leading BOS ids collapse to exactly one at position 0, added when
+  // missing. Unchanged when the engine has no tokenizer or the tokenizer no BOS.
+  std::vector<int32_t> prompt_with_bos(std::vector<int32_t> ids) const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   // Stop ids unless ignore_eos: tokenizer eos + every checkpoint eos_token_id (config.json,
   // generation_config.json, the --generation-config folder and its override).

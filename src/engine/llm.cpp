@@ -46,6 +46,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     const std::string name = "prompt " + std::to_string(i);
     ids[i] = prompts[i].text ? engine_->encode_prompt(*prompts[i].text) : prompts[i].token_ids;
     if (ids[i].empty()) throw InputError(name + " is empty");
+    ids[i] = engine_->prompt_with_bos(std::move(ids[i]));
     for (int32_t id : ids[i]) {
       if (id < 0 || id >= vocab) {
         throw InputError(name + " holds token id " + std::to_string(id) +

@@ -1,5 +1,6 @@
 #include "server/chat_rendering.h"
 
+#include "server/chat_message_normalizer.h"
 #include "server/gemma4_reasoning_parser.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,9 +35,9 @@ ChatPrompt render_chat_prompt(const ChatTemplate& chat_template, const Tokenizer
   const std::string eos =
       tokenizer.eos_ids().empty() ? "" : token_text_or_empty(tokenizer, tokenizer.eos_ids()[0]);
   ChatPrompt out;
-  out.text =
-      apply_chat_template(chat_template, input.messages, input.tools, input.add_generation_prompt,
-                          input.continue_final_message, bos, eos, kwargs);
+  out.text = apply_chat_template(chat_template, normalize_chat_messages(input.messages),
+                                 input.tools, input.add_generation_prompt,
+                                 input.continue_final_message, bos, eos, kwargs);
   out.token_ids = tokenizer.encode(out.text, input.add_special_tokens, /*parse_special=*/true);
   return out;
 }

@@ -1,6 +1,7 @@
-// A chat request's prompt: the chat template rendered over messages, tools, documents and the
-// merged chat_template_kwargs (reasoning_effort mapped to enable_thinking for Gemma 4), then
-// tokenized. Shared by POST /v1/chat/completions, POST /tokenize and the offline LLM::chat.
+// A chat request's prompt: the chat template rendered over messages (post-processed as vLLM does:
+// chat_message_normalizer), tools, documents and the merged chat_template_kwargs
+// (reasoning_effort mapped to enable_thinking for Gemma 4), then tokenized. Shared by POST
+// /v1/chat/completions, POST /tokenize and the offline LLM::chat.
 #pragma once
 
 #include <cstdint>

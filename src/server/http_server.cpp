@@ -154,7 +154,7 @@ void guarded(httplib::Response& res, const std::function<void()>& route) {
   } catch (const ApiError& e) {
     send_error(res, e);
   } catch (const InputError& e) {
-    send_error(res, bad_request(e.what()));
+    send_error(res, bad_request(e.what(), e.param()));
   } catch (const nlohmann::json::exception& e) {
     send_error(res, bad_request(e.what()));
   } catch (const std::bad_alloc&) {
@@ -312,11 +312,11 @@ void HttpServer::register_routes() {
         in.kwargs = body.value("chat_template_kwargs", ordered_json::object());
         in.gemma4 = ctx.gemma4;
         in.add_special_tokens = body.value("add_special_tokens", false);
-        ids = render_chat_prompt(*ctx.chat_template, *tok, in).token_ids;
+        ids =
+            ctx.engine.prompt_with_bos(render_chat_prompt(*ctx.chat_template, *tok, in).token_ids);
       } else if (body.contains("prompt") && body["prompt"].is_string()) {
-        const std::string text = body["prompt"].get<std::string>();
-        ids = body.value("add_special_tokens", true) ? ctx.engine.encode_prompt(text)
-                                                     : tok->encode(text, false, true);
+        // The model sees one <bos> first whatever add_special_tokens says (the engine's rule).
+        ids = ctx.engine.encode_prompt(body["prompt"].get<std::string>());
       } else {
         throw bad_request("prompt: Input should be a valid string (or pass messages)", "prompt");
       }

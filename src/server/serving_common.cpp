@@ -70,12 +70,19 @@ int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<
 
 void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
                         std::optional<int> truncate_prompt_tokens) {
+  if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
+  ids = ctx.engine.prompt_with_bos(std::move(ids));  // what the model sees, so usage counts it
   if (truncate_prompt_tokens) {
     const int keep =
         *truncate_prompt_tokens == -1 ? ctx.engine.max_model_len() : *truncate_prompt_tokens;
-    if (static_cast<int>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
+    if (static_cast<int>(ids.size()) > keep) {
+      // The BOS stays first and counts among the kept tokens.
+      const size_t head = keep > 0 ? ctx.engine.prompt_with_bos({}).size() : 0;
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(head),
+                ids.end() - (keep - static_cast<std::ptrdiff_t>(head)));
+    }
+    if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
   }
-  if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
   const int vocab = ctx.engine.vocab_size();
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab) {

@@ -300,11 +300,12 @@ const api = {
       body: JSON.stringify({ model: MODEL, prompt: 'Hello world', add_special_tokens: false }),
     })).json();
     assert.equal(t.count, t.tokens.length);
+    assert.equal(t.tokens[0], 2);  // the <bos> the model sees, add_special_tokens or not
     const d = await (await fetch(`${base}/detokenize`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ model: MODEL, tokens: t.tokens }),
     })).json();
-    assert.equal(d.prompt, 'Hello world');
+    assert.equal(d.prompt, '<bos>Hello world');
   },
   async modelsList() {
     const list = await client.models.list();

@@ -97,6 +97,8 @@ check "models list" seed_models
 check "metrics names" metrics_names
 check "openai sdk: api + stop" node "$NODE_DIR/server_openai.mjs" "$BASE" api stop
 check "openai sdk: 64 streams + disconnects" node "$NODE_DIR/server_openai.mjs" "$BASE" load
+check "openai sdk: tool history as apply_chat_template" \
+  node "$NODE_DIR/tool_history_openai.mjs" "$BASE" "$MODEL" "$TEMPLATE" "$ROOT"
 stop_server
 
 # The stop must not depend on the sampling defaults (vLLM #45591).

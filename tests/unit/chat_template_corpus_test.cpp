@@ -25,17 +25,7 @@ fs::path corpus_path() {
   return testing::source_dir() / "tests/data/chat_templates/conversations.json";
 }
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return json::parse(in);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+json read_json(const fs::path& path) { return json::parse(testing::read_text_file(path)); }
 
 bool have_python_jinja2() {
   return testing::run_command(std::string(kPython) + " -c 'import jinja2' 2>/dev/null").exit_code ==
@@ -61,7 +51,7 @@ void expect_identical(const fs::path& template_path, bool single_bos) {
   ASSERT_EQ(expected.size(), conversations.size());
 
   ChatTemplate chat_template =
-      ChatTemplate::parse(read_text(template_path), template_path.string());
+      ChatTemplate::parse(testing::read_text_file(template_path), template_path.string());
   size_t identical = 0;
   for (size_t i = 0; i < conversations.size(); ++i) {
     const json& c = conversations[i];

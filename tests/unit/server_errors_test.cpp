@@ -58,9 +58,9 @@ std::vector<BadRequest> bad_requests() {
   const std::string C = "/v1/completions", H = "/v1/chat/completions";
   const std::string png = "data:image/png;base64,iVBORw0KGgo=";
   std::string long_ids = "[";
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 300; ++i) {  // <bos> first: the model sees these 300 tokens, no more
     if (i > 0) long_ids += ",";
-    long_ids += std::to_string(100 + i);
+    long_ids += std::to_string(i == 0 ? 2 : 100 + i);
   }
   long_ids += "]";
   std::string invalid_utf8 = R"({"model":"gemma4","prompt":"a)";
@@ -197,38 +197,19 @@ std::vector<BadRequest> bad_requests() {
   };
 }
 
-class ServerErrorsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto shared = shared_dir();
-    if (!shared) return;
-    dir_ = std::make_unique<TempDir>();
-    const auto model = dir_->path() / "model";
-    setup_error_ = make_tiny_chat_model(*shared, model);
-    if (!setup_error_.empty()) return;
-    server_ = std::make_unique<ServerProcess>(
-        model,
-        std::vector<std::string>{"--served-model-name", "gemma4", "other-name", "--api-key", kKey,
-                                 "--max-request-size-mb", "1", "--max-model-len", "256",
-                                 "--kv-cache-memory-bytes", "64M",
-                                 // vLLM flags with no meaning on CPU: accepted and logged.
-                                 "--trust-remote-code", "-tp", "4", "--enforce-eager",
-                                 "--compilation-config",
-                                 R"({"cudagraph_mode": "FULL_DECODE_ONLY"})", "--dtype", "auto",
-                                 "--enable-auto-tool-choice", "--tool-call-parser", "gemma4",
-                                 "--reasoning-parser", "gemma4"},
-        dir_->path() / "server.log");
-    if (!server_->wait_healthy()) setup_error_ = "server did not start:\n" + server_->log_text();
-  }
-  static void TearDownTestSuite() {
-    server_.reset();
-    dir_.reset();
-  }
-  void SetUp() override {
-    GS_REQUIRE_SHARED(shared);
-    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+class ServerErrorsTest : public TinyChatServerTest<ServerErrorsTest> {
+ public:
+  static std::vector<std::string> server_flags() {
+    return {
+        "--served-model-name", "gemma4", "other-name", "--api-key", kKey, "--max-request-size-mb",
+        "1", "--max-model-len", "256", "--kv-cache-memory-bytes", "64M",
+        // vLLM flags with no meaning on CPU: accepted and logged.
+        "--trust-remote-code", "-tp", "4", "--enforce-eager", "--compilation-config",
+        R"({"cudagraph_mode": "FULL_DECODE_ONLY"})", "--dtype", "auto", "--enable-auto-tool-choice",
+        "--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4"};
   }
 
+ protected:
   static httplib::Result send(const std::string& method, const std::string& path,
                               const std::string& body, bool auth) {
     httplib::Client c("127.0.0.1", server_->port());
@@ -238,15 +219,7 @@ class ServerErrorsTest : public ::testing::Test {
     if (method == "GET") return c.Get(path.c_str(), headers);
     return c.Post(path.c_str(), headers, body, "application/json");
   }
-
-  static std::unique_ptr<TempDir> dir_;
-  static std::unique_ptr<ServerProcess> server_;
-  static std::string setup_error_;
 };
-
-std::unique_ptr<TempDir> ServerErrorsTest::dir_;
-std::unique_ptr<ServerProcess> ServerErrorsTest::server_;
-std::string ServerErrorsTest::setup_error_;
 
 TEST_F(ServerErrorsTest, EveryBadRequestGetsItsErrorAndTheServerStaysHealthy) {
   const auto cases = bad_requests();

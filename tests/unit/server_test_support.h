@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -124,6 +126,37 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_;
   std::filesystem::path log_;
+};
+
+// A test suite sharing one server: the tiny chat model served with Suite::server_flags(), started
+// once for the suite; each test skips (fails under CI) without shared/ and fails if it did not
+// start.
+template <class Suite>
+class TinyChatServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto shared = shared_dir();
+    if (!shared) return;
+    dir_ = std::make_unique<TempDir>();
+    const auto model = dir_->path() / "model";
+    setup_error_ = make_tiny_chat_model(*shared, model);
+    if (!setup_error_.empty()) return;
+    server_ =
+        std::make_unique<ServerProcess>(model, Suite::server_flags(), dir_->path() / "server.log");
+    if (!server_->wait_healthy()) setup_error_ = "server did not start:\n" + server_->log_text();
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override {
+    GS_REQUIRE_SHARED(shared);
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServerProcess> server_;
+  static inline std::string setup_error_;
 };
 
 }  // namespace gemmaserve::testing

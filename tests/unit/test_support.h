@@ -37,6 +37,9 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The bytes of a file ("" when it cannot be read).
+std::string read_text_file(const std::filesystem::path& path);
+
 // Runs a shell command, returning its exit code and capturing stdout (stderr goes to the log).
 struct CommandResult {
   int exit_code = -1;
