@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -124,6 +126,45 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_;
   std::filesystem::path log_;
+};
+
+// Makes the tiny chat model under `dir` and starts `serve` on it with `flags` (logging to
+// dir/server.log). Returns what failed, or "" with `server` healthy.
+inline std::string start_tiny_chat_server(const std::filesystem::path& shared,
+                                          const std::filesystem::path& dir,
+                                          const std::vector<std::string>& flags,
+                                          std::unique_ptr<ServerProcess>& server) {
+  const auto model = dir / "model";
+  const std::string error = make_tiny_chat_model(shared, model);
+  if (!error.empty()) return error;
+  server = std::make_unique<ServerProcess>(model, flags, dir / "server.log");
+  if (!server->wait_healthy()) return "server did not start:\n" + server->log_text();
+  return "";
+}
+
+// A test suite sharing one server on the tiny chat model, started once for the suite with
+// `Suite::server_flags()`; each test skips (or fails under CI) without shared data.
+template <typename Suite>
+class TinyChatServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto shared = shared_dir();
+    if (!shared) return;
+    dir_ = std::make_unique<TempDir>();
+    setup_error_ = start_tiny_chat_server(*shared, dir_->path(), Suite::server_flags(), server_);
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override {
+    GS_REQUIRE_SHARED(shared);
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServerProcess> server_;
+  static inline std::string setup_error_;
 };
 
 }  // namespace gemmaserve::testing
