@@ -129,9 +129,27 @@ ordered_json tool_call_json(const ToolCall& call) {
   return t;
 }
 
-std::string chat_finish_reason(const std::optional<std::string>& reason, bool called_tools) {
-  if (called_tools && (!reason || *reason == "stop")) return "tool_calls";
-  return reason.value_or("stop");
+// vLLM, whole response: "tool_calls" when the model called tools on its own ("auto"), or for
+// tool_choice "required" that stopped normally; a named function keeps the engine's reason.
+std::string whole_finish_reason(const ChatJob& job, const std::optional<std::string>& reason,
+                                bool called_tools) {
+  const std::string& choice = job.request.tool_choice;
+  const std::string engine = reason.value_or("stop");
+  if ((choice == "auto" && called_tools) || (choice == "required" && engine == "stop")) {
+    return "tool_calls";
+  }
+  return engine;
+}
+
+// vLLM, stream: "tool_calls" when calls were streamed and the engine stopped normally, unless a
+// named function was asked for.
+std::string streamed_finish_reason(const ChatJob& job, const std::optional<std::string>& reason,
+                                   bool called_tools) {
+  const std::string engine = reason.value_or("stop");
+  if (called_tools && job.request.tool_choice != "function" && engine == "stop") {
+    return "tool_calls";
+  }
+  return engine;
 }
 
 ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const RequestOutput& r) {
@@ -166,9 +184,7 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
     } else {
       c["logprobs"] = nullptr;
     }
-    // vLLM: only calls the model chose itself ("auto") make a whole response's reason tool_calls.
-    c["finish_reason"] =
-        chat_finish_reason(o.finish_reason, !parts.tool_calls.empty() && !job.forced_tool_call);
+    c["finish_reason"] = whole_finish_reason(job, o.finish_reason, !parts.tool_calls.empty());
     c["stop_reason"] = stop_reason_json(o.stop_reason_text, o.stop_reason_token);
     c["token_ids"] = job.request.return_token_ids && !job.hide_metadata ? ordered_json(o.token_ids)
                                                                         : ordered_json(nullptr);
@@ -315,11 +331,8 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
           choice["logprobs"] = nullptr;
         }
         if (finishing) {
-          // vLLM's stream reports tool_calls once any call was streamed, forced or not.
-          const bool called = !parser.tool_calls().empty();
-          choice["finish_reason"] = job->forced_tool_call && called
-                                        ? std::string("tool_calls")
-                                        : chat_finish_reason(d.finish_reason, called);
+          choice["finish_reason"] =
+              streamed_finish_reason(*job, d.finish_reason, !parser.tool_calls().empty());
           choice["stop_reason"] = stop_reason_json(d.stop_reason_text, d.stop_reason_token);
         } else {
           choice["finish_reason"] = nullptr;

@@ -166,5 +166,15 @@ TEST(VllmFieldsTest, OutputChangingFieldsGemmaserveLacksAre501NotIgnored) {
   EXPECT_NO_THROW(completion(R"("thinking_token_budget":-1)"));
 }
 
+TEST(VllmFieldsTest, FieldsWithoutEffectHereAreAcceptedAndLoggedAsIgnored) {
+  // Known and meaningless here (read silently, as vLLM reads `user`).
+  EXPECT_TRUE(completion(R"("user":"u","length_penalty":1.0)").ignored_fields.empty());
+  // Routing, disaggregation, extensions, chunk batching: the text is the same without them.
+  const auto r =
+      completion(R"("session_id":"s","kv_transfer_params":{},"vllm_xargs":{},"stream_interval":4)");
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"session_id", "kv_transfer_params",
+                                                        "vllm_xargs", "stream_interval"}));
+}
+
 }  // namespace
 }  // namespace gemmaserve

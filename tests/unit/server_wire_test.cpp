@@ -296,6 +296,18 @@ TEST_F(ServerWireTest, CompletionEchoOfNoTokensCountsTheTokenVllmRuns) {
   EXPECT_EQ(text["choices"][0]["text"], "Hello there");
 }
 
+TEST_F(ServerWireTest, ReturnTokensAsTokenIdsNamesLogprobTokensById) {
+  const json r = post("/v1/completions", completion_body({{"logprobs", 1},
+                                                          {"return_tokens_as_token_ids", true},
+                                                          {"return_token_ids", true}}));
+  const json& c = r["choices"][0];
+  ASSERT_EQ(c["logprobs"]["tokens"].size(), c["token_ids"].size());
+  for (size_t i = 0; i < c["token_ids"].size(); ++i) {
+    EXPECT_EQ(c["logprobs"]["tokens"][i],
+              "token_id:" + std::to_string(c["token_ids"][i].get<int>()));
+  }
+}
+
 TEST_F(ServerWireTest, TruncationSideRightKeepsTheStart) {
   const json ids = {2, 100, 101, 102, 103, 104, 105};
   const json left = post("/v1/completions", completion_body({{"prompt", ids},
