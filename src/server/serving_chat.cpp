@@ -275,18 +275,19 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
       session->abort();
       return;
     }
-    if (!job->echo_text.empty()) {
-      ordered_json echo;
-      echo["index"] = i;
-      echo["delta"] = ordered_json{{"content", job->echo_text}};
-      echo["logprobs"] = nullptr;
-      echo["finish_reason"] = nullptr;
-      ordered_json c = chunk_json(ordered_json::array({std::move(echo)}));
-      if (continuous) c["usage"] = choice_usage(i);
-      if (!write(sse_event(c))) {
-        session->abort();
-        return;
-      }
+  }
+  // vLLM sends every choice's role chunk first, then the echo chunks.
+  for (int i = 0; i < n && !job->echo_text.empty(); ++i) {
+    ordered_json echo;
+    echo["index"] = i;
+    echo["delta"] = ordered_json{{"content", job->echo_text}};
+    echo["logprobs"] = nullptr;
+    echo["finish_reason"] = nullptr;
+    ordered_json c = chunk_json(ordered_json::array({std::move(echo)}));
+    if (continuous) c["usage"] = choice_usage(i);
+    if (!write(sse_event(c))) {
+      session->abort();
+      return;
     }
   }
   const bool with_token_ids = job->request.return_token_ids && !job->hide_metadata;

@@ -201,6 +201,27 @@ TEST_F(ServerWireTest, ChatEchoReturnsPromptLogprobs) {
   EXPECT_EQ(r["prompt_logprobs"][1].size(), 1u);  // just the prompt's own token
 }
 
+TEST_F(ServerWireTest, ChatStreamSendsEveryRoleChunkBeforeTheEchoes) {
+  json messages = json::array(
+      {{{"role", "user"}, {"content", "Say hi"}}, {{"role", "assistant"}, {"content", "Hi"}}});
+  const auto events = stream("/v1/chat/completions", chat_body({{"messages", messages},
+                                                                {"add_generation_prompt", false},
+                                                                {"continue_final_message", true},
+                                                                {"echo", true},
+                                                                {"n", 2},
+                                                                {"temperature", 1},
+                                                                {"seed", 3}}));
+  ASSERT_GE(events.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    const json& role = events[static_cast<size_t>(i)]["choices"][0];
+    EXPECT_EQ(role["index"], i);
+    EXPECT_EQ(role["delta"], json({{"role", "assistant"}, {"content", ""}}));
+    const json& echo = events[static_cast<size_t>(2 + i)]["choices"][0];
+    EXPECT_EQ(echo["index"], i);
+    EXPECT_EQ(echo["delta"], json({{"content", "Hi"}}));
+  }
+}
+
 TEST_F(ServerWireTest, ChatIncludeReasoningFalseHidesTokenIdsAndLogprobs) {
   // vLLM: with include_reasoning off and a parser, ids and logprobs could leak the reasoning.
   const json body =
