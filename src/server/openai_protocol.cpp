@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/python_text.h"
 #include "server/api_error.h"
@@ -15,6 +16,9 @@ using ordered_json = nlohmann::ordered_json;
 constexpr int kMaxSamplesPerRequest = 128;
 // Sequences one completions request may start (prompts x n).
 constexpr size_t kMaxSequencesPerRequest = 4096;
+
+// vLLM keeps cache salts free of the characters cache backends use as separators.
+constexpr std::string_view kSaltForbidden("@/\\\0", 4);
 
 // Python's len() of a UTF-8 string.
 size_t characters(const std::string& s) {
@@ -116,8 +120,8 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
     throw bad_request("Parameter 'cache_salt' must be a non-empty string if provided.",
                       "cache_salt");
   }
-  if (r.cache_salt && (characters(*r.cache_salt) > 128 || r.cache_salt->find_first_of(std::string(
-                                                              "@/\\\0", 4)) != std::string::npos)) {
+  if (r.cache_salt && (characters(*r.cache_salt) > 128 ||
+                       r.cache_salt->find_first_of(kSaltForbidden) != std::string::npos)) {
     throw bad_request(
         "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', "
         "'\\\\', or NUL.",
