@@ -50,6 +50,9 @@ struct SamplingParams {
   std::optional<int> logprobs;         // top-K of the raw model distribution per generated token
   std::optional<int> prompt_logprobs;  // top-K per prompt position (first is null)
   bool skip_special_tokens = true;
+  // Off (with skip_special_tokens off): an added token right after another is output as its raw
+  // content, as vLLM's fast-tokenizer detokenizer does.
+  bool spaces_between_special_tokens = true;
   std::optional<AnswerConstraint> answer_constraint;
 
   // Throws InputError naming the field when a value is out of range (vLLM's messages).

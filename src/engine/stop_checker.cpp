@@ -36,7 +36,8 @@ StopChecker::StopChecker(const SamplingParams& params, std::set<int32_t> stop_id
       prompt_len_(prompt_len),
       max_total_tokens_(max_total_tokens) {
   if (tokenizer == nullptr) return;
-  detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, params_.skip_special_tokens);
+  detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, params_.skip_special_tokens,
+                                                    params_.spaces_between_special_tokens);
   if (!params_.ignore_eos)
     primary_eos_.insert(tokenizer->eos_ids().begin(), tokenizer->eos_ids().end());
   for (const std::string& s : params_.stop) {

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -107,6 +108,22 @@ void send_json(httplib::Response& res, int status, const ordered_json& body) {
 void send_error(httplib::Response& res, const ApiError& e) {
   if (e.status() == 503) res.set_header("Retry-After", "1");
   send_json(res, e.status(), error_json(e));
+}
+
+// vLLM's verify_token: "<scheme> <token>" split at the first space, the scheme "bearer" in any
+// case, the token compared without an early exit.
+bool bearer_token_matches(const std::string& header, const std::string& key) {
+  const size_t space = header.find(' ');
+  std::string scheme = header.substr(0, space);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (header.empty() || scheme != "bearer") return false;
+  const std::string token = space == std::string::npos ? "" : header.substr(space + 1);
+  unsigned char diff = token.size() == key.size() ? 0 : 1;
+  for (size_t i = 0; i < token.size(); ++i) {
+    diff |= static_cast<unsigned char>(token[i] ^ key[i % std::max<size_t>(key.size(), 1)]);
+  }
+  return diff == 0;
 }
 
 // Deeper JSON would only be a way to exhaust the stack of recursive consumers (templates, dumps).
@@ -220,13 +237,15 @@ void HttpServer::register_routes() {
   httplib::Server& s = *server_;
   ServingContext& ctx = ctx_;
 
-  // API key on /v1 routes, as vLLM's AuthenticationMiddleware.
+  // API key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer
+  // (401, {"error":"Unauthorized"}, not the OpenAI error object).
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (!ctx.options.api_key || req.method == "OPTIONS" || req.path.rfind("/v1", 0) != 0) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    if (req.get_header_value("Authorization") != "Bearer " + *ctx.options.api_key) {
-      send_error(res, ApiError(401, "AuthenticationError", "Unauthorized"));
+    if (!bearer_token_matches(req.get_header_value("Authorization"), *ctx.options.api_key)) {
+      res.status = 401;
+      res.set_content(R"({"error":"Unauthorized"})", "application/json");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;

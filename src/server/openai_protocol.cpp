@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/python_text.h"
 #include "server/api_error.h"
@@ -15,6 +16,16 @@ using ordered_json = nlohmann::ordered_json;
 constexpr int kMaxSamplesPerRequest = 128;
 // Sequences one completions request may start (prompts x n).
 constexpr size_t kMaxSequencesPerRequest = 4096;
+
+// vLLM keeps cache salts free of the characters cache backends use as separators.
+constexpr std::string_view kSaltForbidden("@/\\\0", 4);
+
+// Python's len() of a UTF-8 string.
+size_t characters(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
 
 ApiError not_implemented(const std::string& message) {
   return ApiError(501, "NotImplementedError", message);
@@ -47,8 +58,13 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   if (auto v = f.get_int_list("allowed_token_ids")) p.allowed_token_ids = *v;
   if (auto v = f.get_string_list("bad_words", false)) p.bad_words = *v;
   if (auto v = f.get_bool("skip_special_tokens")) p.skip_special_tokens = *v;
-  f.get_bool("spaces_between_special_tokens");  // Gemma's decoder never inserts spaces
-  if (auto v = f.get_int32("prompt_logprobs")) p.prompt_logprobs = *v;
+  if (auto v = f.get_bool("spaces_between_special_tokens")) p.spaces_between_special_tokens = *v;
+  if (auto v = f.get_int32("prompt_logprobs")) {
+    if (*v < -1) {
+      throw bad_request("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs");
+    }
+    p.prompt_logprobs = *v;
+  }
   if (const auto* bias = f.raw("logit_bias")) {
     if (!bias->is_object()) {
       throw bad_request("logit_bias: Input should be a valid dictionary", "logit_bias");
@@ -92,10 +108,10 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
       throw bad_request("stream_options: Input should be a valid dictionary", "stream_options");
     }
     RequestFields sf(*so);
-    r.stream_options.include_usage = sf.get_bool("include_usage").value_or(true);
+    r.stream_options.include_usage = sf.get_bool("include_usage").value_or(false);
     r.stream_options.continuous_usage_stats = sf.get_bool("continuous_usage_stats").value_or(false);
   }
-  if (p.prompt_logprobs && r.stream) {
+  if (p.prompt_logprobs && (*p.prompt_logprobs > 0 || *p.prompt_logprobs == -1) && r.stream) {
     throw bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
   }
   if (auto v = f.get_int32("priority")) r.priority = *v;
@@ -103,6 +119,13 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   if (r.cache_salt && r.cache_salt->empty()) {
     throw bad_request("Parameter 'cache_salt' must be a non-empty string if provided.",
                       "cache_salt");
+  }
+  if (r.cache_salt && (characters(*r.cache_salt) > 128 ||
+                       r.cache_salt->find_first_of(kSaltForbidden) != std::string::npos)) {
+    throw bad_request(
+        "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', "
+        "'\\\\', or NUL.",
+        "cache_salt");
   }
   r.request_id = f.get_string("request_id");
   r.add_special_tokens = f.get_bool("add_special_tokens");
@@ -116,6 +139,12 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
                         "truncate_prompt_tokens");
     }
     r.truncate_prompt_tokens = *v;
+  }
+  if (auto side = f.get_string("truncation_side")) {
+    if (*side != "left" && *side != "right") {
+      throw bad_request("truncation_side: Input should be 'left' or 'right'", "truncation_side");
+    }
+    r.truncate_keeps_first = *side == "right";
   }
   if (auto v = f.get_int32("best_of")) {
     if (*v < p.n) {
@@ -156,6 +185,19 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   }
   if (f.raw("logits_processors") != nullptr) {
     throw not_implemented("logits_processors are not supported by gemmaserve.");
+  }
+  // Fields that change the output and that gemmaserve cannot honour yet: refused, not ignored.
+  if (f.raw("logprob_token_ids") != nullptr) {
+    throw not_implemented("logprob_token_ids is not supported by gemmaserve yet.");
+  }
+  if (f.get_bool("watermarking").value_or(false)) {
+    throw not_implemented("watermarking is not supported by gemmaserve yet.");
+  }
+  if (f.raw("repetition_detection") != nullptr) {
+    throw not_implemented("repetition_detection is not supported by gemmaserve yet.");
+  }
+  if (auto budget = f.get_int("thinking_token_budget"); budget && *budget != -1) {
+    throw not_implemented("thinking_token_budget is not supported by gemmaserve yet.");
   }
 }
 
@@ -297,6 +339,7 @@ void check_tools(const ordered_json& tools) {
   }
 }
 
+// vLLM's check_tool_usage: its rules and messages.
 void parse_tool_choice(RequestFields& f, ChatRequest& r) {
   const ordered_json* tc = f.raw("tool_choice");
   const bool has_tools = r.tools.is_array() && !r.tools.empty();
@@ -304,37 +347,49 @@ void parse_tool_choice(RequestFields& f, ChatRequest& r) {
     r.tool_choice = has_tools ? "auto" : "none";
     return;
   }
-  if (tc->is_string()) {
-    const std::string s = tc->get<std::string>();
-    if (s != "none" && s != "auto" && s != "required") {
-      throw bad_request("tool_choice must be 'none', 'auto', 'required' or a named function",
-                        "tool_choice");
-    }
-    r.tool_choice = s;
-  } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
-             (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
-    r.tool_choice = "function";
-    r.tool_choice_function = (*tc)["function"]["name"].get<std::string>();
-  } else {
-    throw bad_request(
-        "tool_choice must be 'none', 'auto', 'required' or "
-        "{\"type\": \"function\", \"function\": {\"name\": ...}}",
-        "tool_choice");
-  }
-  if (r.tool_choice == "required" && !has_tools) {
-    r.tool_choice = "none";  // vLLM: required with an empty tool list degrades to none
+  if (tc->is_string() && tc->get<std::string>() == "none") {
+    r.tool_choice = "none";
     return;
   }
-  if (r.tool_choice != "none" && !has_tools) {
+  if (!has_tools) {
     throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
   }
-  if (r.tool_choice == "function") {
-    bool found = false;
-    for (const auto& t : r.tools) found = found || t["function"]["name"] == *r.tool_choice_function;
-    if (!found) {
-      throw bad_request("Tool '" + *r.tool_choice_function + "' has not been passed in `tools`.",
-                        "tool_choice");
-    }
+  if (tc->is_string() && (*tc == "auto" || *tc == "required")) {
+    r.tool_choice = tc->get<std::string>();
+    return;
+  }
+  if (!tc->is_object()) {
+    const std::string shown = tc->is_string() ? tc->get<std::string>() : tc->dump();
+    throw bad_request("Invalid value for `tool_choice`: " + shown +
+                          "! Only named tools, \"none\", \"auto\" or \"required\" are supported.",
+                      "tool_choice");
+  }
+  const std::string usage =
+      "Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`";
+  const auto fn = tc->find("function");
+  if (fn == tc->end() || !fn->is_object()) {
+    const std::string shown = fn == tc->end() || fn->is_null() ? "None" : fn->dump();
+    throw bad_request("Invalid value for `function`: `" + shown + "` in `tool_choice`! " + usage,
+                      "tool_choice.function");
+  }
+  const auto name = fn->find("name");
+  if (name == fn->end()) {
+    throw bad_request("Expected field `name` in `function` in `tool_choice`! " + usage,
+                      "tool_choice.function.name");
+  }
+  if (!name->is_string() || name->get<std::string>().empty()) {
+    const std::string shown = name->is_string() ? "" : name->dump();
+    throw bad_request("Invalid `name` in `function`: `" + shown + "` in `tool_choice`! " + usage,
+                      "tool_choice.function.name");
+  }
+  r.tool_choice = "function";
+  r.tool_choice_function = name->get<std::string>();
+  bool found = false;
+  for (const auto& t : r.tools) found = found || t["function"]["name"] == *r.tool_choice_function;
+  if (!found) {
+    throw bad_request(
+        "The tool specified in `tool_choice` does not match any of the specified `tools`",
+        "tool_choice");
   }
 }
 
@@ -346,8 +401,8 @@ CompletionRequest parse_completion_request(const ordered_json& body,
   CompletionRequest r;
   r.params = defaults;
   parse_generation_fields(f, r, /*chat=*/false);
-  // Completions default to 16 tokens; an explicit null asks for the remaining context.
-  if (!body.contains("max_tokens")) r.max_tokens = 16;
+  // Completions default to 16 tokens, an explicit null too (vLLM's normalize_null_max_tokens).
+  if (!r.max_tokens) r.max_tokens = 16;
   r.prompts = parse_prompts(f.raw("prompt"));
   if (r.prompts.size() * static_cast<size_t>(std::max(r.params.n, 1)) > kMaxSequencesPerRequest) {
     throw bad_request("A request may start at most " + std::to_string(kMaxSequencesPerRequest) +
@@ -359,7 +414,7 @@ CompletionRequest parse_completion_request(const ordered_json& body,
   }
   if (f.raw("suffix") != nullptr) throw bad_request("suffix is not currently supported", "suffix");
   if (auto v = f.get_int32("logprobs")) {
-    if (*v < 0) throw bad_request("`logprobs` must be a positive value.", "logprobs");
+    if (*v < -1) throw bad_request("`logprobs` must be a positive value or -1.", "logprobs");
     r.logprobs = *v;
     r.params.logprobs = *v;
   }
@@ -380,22 +435,34 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   r.messages = *messages;
   if (const auto* tools = f.raw("tools")) {
     check_tools(*tools);
+    if (tools->empty()) {
+      throw bad_request(
+          "`tools` must not be an empty array. Either provide at least one tool or omit the field "
+          "entirely.",
+          "tools");
+    }
     r.tools = *tools;
   }
   parse_tool_choice(f, r);
-  f.get_bool("parallel_tool_calls");
+  r.parallel_tool_calls = f.get_bool("parallel_tool_calls").value_or(true);
   if (auto v = f.get_bool("logprobs")) r.logprobs = *v;
+  // vLLM's default is 0; an explicit null leaves it unset (echo then asks no prompt logprobs).
+  const bool top_logprobs_null = body.contains("top_logprobs") && body["top_logprobs"].is_null();
   r.top_logprobs = f.get_int32("top_logprobs");
   if (r.top_logprobs) {
-    if (!r.logprobs) {
+    if (*r.top_logprobs < -1) {
+      throw bad_request("`top_logprobs` must be a positive value or -1.", "top_logprobs");
+    }
+    if (*r.top_logprobs != 0 && !r.logprobs) {
       throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.",
                         "top_logprobs");
     }
-    if (*r.top_logprobs < -1) {
-      throw bad_request("`top_logprobs` must be a positive value.", "top_logprobs");
-    }
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs.value_or(0);
+  // vLLM: chat echo without prompt_logprobs asks for prompt logprobs of top_logprobs' size.
+  if (r.echo && !r.params.prompt_logprobs && !top_logprobs_null) {
+    r.params.prompt_logprobs = r.top_logprobs.value_or(0);
+  }
   if (auto v = f.get_bool("add_generation_prompt")) r.add_generation_prompt = *v;
   if (auto v = f.get_bool("continue_final_message")) r.continue_final_message = *v;
   if (r.add_generation_prompt && r.continue_final_message) {
@@ -420,6 +487,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
     r.documents = *docs;
   }
   f.raw("mm_processor_kwargs");
+  if (auto v = f.get_bool("return_prompt_text")) r.return_prompt_text = *v;
   r.ignored_fields = f.unread();
   return r;
 }

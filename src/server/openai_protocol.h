@@ -33,6 +33,7 @@ struct GenerationRequest {
   bool return_token_ids = false;
   bool return_tokens_as_token_ids = false;
   std::optional<int> truncate_prompt_tokens;
+  bool truncate_keeps_first = false;        // truncation_side "right": keep the first N tokens
   bool json_object = false;                 // response_format {"type": "json_object"}
   std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
 };
@@ -63,6 +64,8 @@ struct ChatRequest : GenerationRequest {
   bool include_reasoning = true;
   nlohmann::ordered_json documents;  // null or an array
   bool has_images = false;           // some content part is an image
+  bool return_prompt_text = false;   // the rendered prompt as prompt_text
+  bool parallel_tool_calls = true;   // false: only the first tool call is returned
 };
 
 // `defaults` are the generation-config defaults (Engine::default_sampling_params()).

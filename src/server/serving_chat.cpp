@@ -24,7 +24,38 @@ struct ChatJob {
   int64_t created = 0;
   std::string echo_text;  // vLLM's chat echo: the last message's content when it is the assistant's
   bool forced_tool_call = false;  // tool_choice "required" or a named function, enforced
+  std::string prompt_text;        // the rendered prompt (return_prompt_text)
+  // vLLM: with include_reasoning off and an output parser, token ids and logprobs are withheld.
+  bool hide_metadata = false;
+  int32_t thought_open = -1, thought_close = -1;  // <|channel> / <channel|>, for reasoning_tokens
 };
+
+// Tokens inside the thought channel, as a thinking-token reasoning parser counts them.
+int reasoning_tokens(const ChatJob& job, const std::vector<int32_t>& ids) {
+  size_t begin = 0;
+  bool open = job.parse.starts_in_thought_channel;
+  for (size_t i = 0; i < ids.size() && !open; ++i) {
+    if (ids[i] == job.thought_open) {
+      begin = i + 1;
+      open = true;
+    }
+  }
+  if (!open) return 0;
+  size_t end = begin;
+  while (end < ids.size() && ids[end] != job.thought_close) ++end;
+  return static_cast<int>(end - begin);
+}
+
+// usage.completion_tokens_details: {"reasoning_tokens": N} when a reasoning parser runs.
+ordered_json completion_details(const ServingContext& ctx, int reasoning) {
+  if (!ctx.reasoning_parser) return nullptr;
+  return ordered_json{{"reasoning_tokens", reasoning}};
+}
+
+// parallel_tool_calls false keeps only the first call.
+bool keeps_tool_call(const ChatJob& job, int index) {
+  return job.request.parallel_tool_calls || index == 0;
+}
 
 // vLLM's chat `echo`: the last message's text content when its role is the reply's role.
 std::string chat_echo_text(const ChatRequest& req) {
@@ -98,14 +129,32 @@ ordered_json tool_call_json(const ToolCall& call) {
   return t;
 }
 
-std::string chat_finish_reason(const std::optional<std::string>& reason, bool called_tools) {
-  if (called_tools && (!reason || *reason == "stop")) return "tool_calls";
-  return reason.value_or("stop");
+// vLLM, whole response: "tool_calls" when the model called tools on its own ("auto"), or for
+// tool_choice "required" that stopped normally; a named function keeps the engine's reason.
+std::string whole_finish_reason(const ChatJob& job, const std::optional<std::string>& reason,
+                                bool called_tools) {
+  const std::string& choice = job.request.tool_choice;
+  const std::string engine = reason.value_or("stop");
+  if ((choice == "auto" && called_tools) || (choice == "required" && engine == "stop")) {
+    return "tool_calls";
+  }
+  return engine;
+}
+
+// vLLM, stream: "tool_calls" when calls were streamed and the engine stopped normally, unless a
+// named function was asked for.
+std::string streamed_finish_reason(const ChatJob& job, const std::optional<std::string>& reason,
+                                   bool called_tools) {
+  const std::string engine = reason.value_or("stop");
+  if (called_tools && job.request.tool_choice != "function" && engine == "stop") {
+    return "tool_calls";
+  }
+  return engine;
 }
 
 ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const RequestOutput& r) {
   ordered_json choices = ordered_json::array();
-  int completion_tokens = 0;
+  int completion_tokens = 0, reasoning = 0;
   for (const CompletionOutput& o : r.outputs) {
     ChatMessageParts parts = parse_chat_output(o.text, job.parse);
     ordered_json msg;
@@ -118,25 +167,30 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
     msg["annotations"] = nullptr;
     msg["audio"] = nullptr;
     msg["function_call"] = nullptr;
-    msg["tool_calls"] = ordered_json::array();
-    for (const ToolCall& c : parts.tool_calls) msg["tool_calls"].push_back(tool_call_json(c));
+    // vLLM's ChatMessage drops an empty tool_calls list.
+    ordered_json calls = ordered_json::array();
+    for (const ToolCall& c : parts.tool_calls) {
+      if (keeps_tool_call(job, static_cast<int>(calls.size()))) calls.push_back(tool_call_json(c));
+    }
+    if (!calls.empty()) msg["tool_calls"] = std::move(calls);
     msg["reasoning"] = parts.reasoning ? ordered_json(*parts.reasoning) : ordered_json(nullptr);
     ordered_json c;
     c["index"] = o.index;
     c["message"] = std::move(msg);
-    if (job.request.logprobs && o.logprobs) {
+    if (job.request.logprobs && o.logprobs && !job.hide_metadata) {
       ordered_json lp;
       lp["content"] = chat_logprobs_content(ctx, job, o.token_ids, *o.logprobs);
       c["logprobs"] = std::move(lp);
     } else {
       c["logprobs"] = nullptr;
     }
-    // vLLM: only calls the model chose itself ("auto") make a whole response's reason tool_calls.
-    c["finish_reason"] =
-        chat_finish_reason(o.finish_reason, !parts.tool_calls.empty() && !job.forced_tool_call);
+    c["finish_reason"] = whole_finish_reason(job, o.finish_reason, !parts.tool_calls.empty());
     c["stop_reason"] = stop_reason_json(o.stop_reason_text, o.stop_reason_token);
-    if (job.request.return_token_ids) c["token_ids"] = o.token_ids;
+    c["token_ids"] = job.request.return_token_ids && !job.hide_metadata ? ordered_json(o.token_ids)
+                                                                        : ordered_json(nullptr);
+    c["routed_experts"] = nullptr;
     completion_tokens += static_cast<int>(o.token_ids.size());
+    reasoning += reasoning_tokens(job, o.token_ids);
     choices.push_back(std::move(c));
   }
   ordered_json resp;
@@ -147,11 +201,18 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
   resp["choices"] = std::move(choices);
   resp["service_tier"] = nullptr;
   resp["system_fingerprint"] = nullptr;
-  resp["usage"] = usage_json(static_cast<int>(job.prompt_ids.size()), completion_tokens);
-  resp["prompt_logprobs"] = nullptr;
+  resp["usage"] = usage_json(static_cast<int>(job.prompt_ids.size()), completion_tokens, -1,
+                             completion_details(ctx, reasoning));
+  resp["prompt_logprobs"] = r.prompt_logprobs
+                                ? prompt_logprobs_json(ctx, *r.prompt_logprobs, job.prompt_ids)
+                                : ordered_json(nullptr);
   resp["prompt_token_ids"] =
       job.request.return_token_ids ? ordered_json(job.prompt_ids) : ordered_json(nullptr);
+  resp["prompt_text"] =
+      job.request.return_prompt_text ? ordered_json(job.prompt_text) : ordered_json(nullptr);
   resp["kv_transfer_params"] = nullptr;
+  resp["ec_transfer_params"] = nullptr;
+  resp["metrics"] = nullptr;
   return resp;
 }
 
@@ -173,23 +234,27 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
   const int prompt_tokens = static_cast<int>(job->prompt_ids.size());
   std::vector<std::unique_ptr<ChatOutputParser>> parsers;
   std::vector<int> tokens(static_cast<size_t>(n), 0);
+  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) parsers.push_back(std::make_unique<ChatOutputParser>(job->parse));
   const auto& so = job->request.stream_options;
-  auto chunk = [&](ordered_json choices, bool with_usage) {
+  const bool continuous = so.include_usage && so.continuous_usage_stats;
+  auto chunk_json = [&](ordered_json choices) {
     ordered_json c;
     c["id"] = job->id;
     c["object"] = "chat.completion.chunk";
     c["created"] = job->created;
     c["model"] = ctx.model_name();
     c["choices"] = std::move(choices);
-    if (with_usage) {
-      int completion = 0;
-      for (int t : tokens) completion += t;
-      c["usage"] = usage_json(prompt_tokens, completion);
-    }
-    return sse_event(c);
+    return c;
   };
-  const bool continuous = so.include_usage && so.continuous_usage_stats;
+  // vLLM's continuous usage counts the prompt and the one choice the chunk carries.
+  auto choice_usage = [&](int index) {
+    const auto i = static_cast<size_t>(index);
+    ordered_json u = usage_json(prompt_tokens, tokens[i], -1,
+                                completion_details(ctx, reasoning_tokens(*job, generated[i])));
+    u.erase("prompt_tokens_details");  // the chunk sets only the counts and the details
+    return u;
+  };
   for (int i = 0; i < n; ++i) {
     ordered_json delta;
     delta["role"] = "assistant";
@@ -199,27 +264,41 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
     choice["delta"] = std::move(delta);
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = nullptr;
-    if (!write(chunk(ordered_json::array({std::move(choice)}), continuous))) {
+    ordered_json first = chunk_json(ordered_json::array({std::move(choice)}));
+    if (continuous) first["usage"] = choice_usage(i);
+    // vLLM sends the prompt's ids (and rendered text) with the first chunk of each choice.
+    first["prompt_token_ids"] =
+        job->request.return_token_ids ? ordered_json(job->prompt_ids) : ordered_json(nullptr);
+    first["prompt_text"] =
+        job->request.return_prompt_text ? ordered_json(job->prompt_text) : ordered_json(nullptr);
+    if (!write(sse_event(first))) {
       session->abort();
       return;
     }
-    if (!job->echo_text.empty()) {
-      ordered_json echo;
-      echo["index"] = i;
-      echo["delta"] = ordered_json{{"content", job->echo_text}};
-      echo["logprobs"] = nullptr;
-      echo["finish_reason"] = nullptr;
-      if (!write(chunk(ordered_json::array({std::move(echo)}), continuous))) {
-        session->abort();
-        return;
-      }
+  }
+  // vLLM sends every choice's role chunk first, then the echo chunks.
+  for (int i = 0; i < n && !job->echo_text.empty(); ++i) {
+    ordered_json echo;
+    echo["index"] = i;
+    echo["delta"] = ordered_json{{"content", job->echo_text}};
+    echo["logprobs"] = nullptr;
+    echo["finish_reason"] = nullptr;
+    ordered_json c = chunk_json(ordered_json::array({std::move(echo)}));
+    if (continuous) c["usage"] = choice_usage(i);
+    if (!write(sse_event(c))) {
+      session->abort();
+      return;
     }
   }
+  const bool with_token_ids = job->request.return_token_ids && !job->hide_metadata;
   const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
     for (SessionEvent& e : events) {
       for (const CompletionDelta& d : e.delta.outputs) {
-        ChatOutputParser& parser = *parsers[static_cast<size_t>(d.index)];
-        tokens[static_cast<size_t>(d.index)] += static_cast<int>(d.token_ids.size());
+        const auto i = static_cast<size_t>(d.index);
+        ChatOutputParser& parser = *parsers[i];
+        const bool first_tokens = tokens[i] == 0;
+        tokens[i] += static_cast<int>(d.token_ids.size());
+        generated[i].insert(generated[i].end(), d.token_ids.begin(), d.token_ids.end());
         ChatOutputDelta out = parser.feed(d.text);
         const bool finishing = d.finish_reason.has_value();
         if (finishing) {
@@ -228,16 +307,20 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
           out.content += tail.content;
           for (auto& t : tail.tool_calls) out.tool_calls.push_back(std::move(t));
         }
-        const bool with_logprobs = job->request.logprobs && !d.token_ids.empty();
-        if (out.empty() && !finishing && !with_logprobs) continue;
+        // vLLM skips an empty first delta (chunked prefill), and a delta the parsers hold back
+        // unless its tokens must be shown (logprobs, token ids).
+        if (d.text.empty() && d.token_ids.empty() && first_tokens && !finishing) continue;
+        const bool with_logprobs =
+            job->request.logprobs && !d.token_ids.empty() && !job->hide_metadata;
+        if (out.empty() && !finishing && !with_logprobs && !with_token_ids) continue;
         ordered_json delta = ordered_json::object();
         if (!out.reasoning.empty()) delta["reasoning"] = out.reasoning;
         if (!out.content.empty()) delta["content"] = out.content;
-        if (!out.tool_calls.empty()) {
-          delta["tool_calls"] = ordered_json::array();
-          for (const auto& t : out.tool_calls)
-            delta["tool_calls"].push_back(tool_call_delta_json(t));
+        ordered_json calls = ordered_json::array();
+        for (const auto& t : out.tool_calls) {
+          if (keeps_tool_call(*job, t.index)) calls.push_back(tool_call_delta_json(t));
         }
+        if (!calls.empty()) delta["tool_calls"] = std::move(calls);
         ordered_json choice;
         choice["index"] = d.index;
         choice["delta"] = std::move(delta);
@@ -249,26 +332,32 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
           choice["logprobs"] = nullptr;
         }
         if (finishing) {
-          // vLLM's stream reports tool_calls once any call was streamed, forced or not.
-          const bool called = !parser.tool_calls().empty();
-          choice["finish_reason"] = job->forced_tool_call && called
-                                        ? std::string("tool_calls")
-                                        : chat_finish_reason(d.finish_reason, called);
+          choice["finish_reason"] =
+              streamed_finish_reason(*job, d.finish_reason, !parser.tool_calls().empty());
           choice["stop_reason"] = stop_reason_json(d.stop_reason_text, d.stop_reason_token);
         } else {
           choice["finish_reason"] = nullptr;
         }
-        if (job->request.return_token_ids) choice["token_ids"] = d.token_ids;
-        if (!write(chunk(ordered_json::array({std::move(choice)}), continuous))) {
-          return false;
-        }
+        choice["token_ids"] = with_token_ids ? ordered_json(d.token_ids) : ordered_json(nullptr);
+        ordered_json c = chunk_json(ordered_json::array({std::move(choice)}));
+        if (continuous) c["usage"] = choice_usage(d.index);
+        if (!write(sse_event(c))) return false;
       }
     }
     return true;
   });
   if (end == StreamEnd::kClientGone) return;
   if (end == StreamEnd::kFinished && so.include_usage) {
-    if (!write(chunk(ordered_json::array(), true))) return;
+    int completion = 0, reasoning = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      completion += tokens[i];
+      reasoning += reasoning_tokens(*job, generated[i]);
+    }
+    ordered_json c = chunk_json(ordered_json::array());
+    // vLLM drops the null members of the final usage chunk (exclude_none).
+    c["usage"] = without_nulls(
+        usage_json(prompt_tokens, completion, -1, completion_details(ctx, reasoning)));
+    if (!write(sse_event(c))) return;
   }
   write("data: [DONE]\n\n");
 }
@@ -325,7 +414,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   in.add_special_tokens = req.add_special_tokens.value_or(false);
   ChatPrompt prompt = render_chat_prompt(*tmpl, *tok, in);
   job->prompt_ids = std::move(prompt.token_ids);
-  prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens);
+  prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens, req.truncate_keeps_first);
 
   const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
   SamplingParams params = req.params;
@@ -360,10 +449,16 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
       resolve_max_tokens(ctx, static_cast<int>(job->prompt_ids.size()), req.max_tokens);
   check_overload(ctx);
   job->echo_text = chat_echo_text(req);
-  job->id = random_request_id("chatcmpl-");
+  // vLLM names the response after the request's request_id when one is given.
+  job->id = req.request_id ? "chatcmpl-" + *req.request_id : random_request_id("chatcmpl-");
   job->created = unix_time_now();
+  job->prompt_text = prompt.text;
+  job->hide_metadata =
+      !req.include_reasoning && (job->parse.parse_reasoning || job->parse.parse_tools);
+  job->thought_open = tok->piece_to_id("<|channel>").value_or(-1);
+  job->thought_close = tok->piece_to_id("<channel|>").value_or(-1);
   EngineRequest er;
-  er.request_id = job->id;
+  er.request_id = random_request_id("chatcmpl-");  // unique even when request_ids repeat
   er.prompt_token_ids = job->prompt_ids;
   er.prompt = prompt.text;
   er.params = params;

@@ -69,17 +69,21 @@ int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<
 }
 
 void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
-                        std::optional<int> truncate_prompt_tokens) {
+                        std::optional<int> truncate_prompt_tokens, bool keep_first) {
   if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
   ids = ctx.engine.prompt_with_bos(std::move(ids));  // what the model sees, so usage counts it
   if (truncate_prompt_tokens) {
     const int keep =
         *truncate_prompt_tokens == -1 ? ctx.engine.max_model_len() : *truncate_prompt_tokens;
     if (static_cast<int>(ids.size()) > keep) {
-      // The BOS stays first and counts among the kept tokens.
-      const size_t head = keep > 0 ? ctx.engine.prompt_with_bos({}).size() : 0;
-      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(head),
-                ids.end() - (keep - static_cast<std::ptrdiff_t>(head)));
+      if (keep_first) {
+        ids.resize(static_cast<size_t>(keep));
+      } else {
+        // The BOS stays first and counts among the kept tokens.
+        const size_t head = keep > 0 ? ctx.engine.prompt_with_bos({}).size() : 0;
+        ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(head),
+                  ids.end() - (keep - static_cast<std::ptrdiff_t>(head)));
+      }
     }
     if (ids.empty()) throw bad_request("The decoder prompt cannot be empty", "prompt");
   }
@@ -106,14 +110,58 @@ std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& lp) 
   return v;
 }
 
-ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens) {
+ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens,
+                        ordered_json completion_tokens_details) {
   ordered_json u;
   u["prompt_tokens"] = prompt_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["completion_tokens"] = completion_tokens;
   u["prompt_tokens_details"] = nullptr;
+  u["completion_tokens_details"] = std::move(completion_tokens_details);
   (void)cached_tokens;  // vLLM reports them only with --enable-prompt-tokens-details
   return u;
+}
+
+ordered_json without_nulls(const ordered_json& j) {
+  if (!j.is_object()) return j;
+  ordered_json out = ordered_json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_null()) out[it.key()] = without_nulls(it.value());
+  }
+  return out;
+}
+
+ordered_json prompt_logprobs_json(const ServingContext& ctx,
+                                  const std::vector<std::optional<TokenLogprobs>>& lps,
+                                  const std::vector<int32_t>& prompt_ids) {
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < lps.size(); ++i) {
+    if (!lps[i]) {
+      out.push_back(nullptr);
+      continue;
+    }
+    ordered_json pos = ordered_json::object();
+    const auto ranked = ranked_logprobs(*lps[i]);
+    auto add = [&](int32_t id, float v) {
+      int rank = 1;
+      for (const auto& [rid, rv] : ranked) {
+        if (rid == id) break;
+        ++rank;
+      }
+      ordered_json e;
+      e["logprob"] = std::max(static_cast<double>(v), -9999.0);
+      e["rank"] = rank;
+      e["decoded_token"] = logprob_token_text(ctx, id, false);
+      pos[std::to_string(id)] = std::move(e);
+    };
+    if (i < prompt_ids.size()) {
+      auto it = lps[i]->find(prompt_ids[i]);
+      if (it != lps[i]->end()) add(it->first, it->second);
+    }
+    for (const auto& [id, v] : ranked) add(id, v);
+    out.push_back(std::move(pos));
+  }
+  return out;
 }
 
 ordered_json stop_reason_json(const std::optional<std::string>& text,

@@ -60,16 +60,25 @@ void log_ignored_fields(const std::vector<std::string>& fields);
 // context-length messages (400).
 int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<int> requested);
 
-// Checks and truncates a token prompt (truncate_prompt_tokens keeps the last N).
+// Checks and truncates a token prompt (truncate_prompt_tokens keeps the last N, or the first N
+// with truncation_side "right").
 void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
-                        std::optional<int> truncate_prompt_tokens);
+                        std::optional<int> truncate_prompt_tokens, bool keep_first = false);
 
 // The text of one token as vLLM shows it in logprobs ("token_id:N" when asked).
 std::string logprob_token_text(const ServingContext& ctx, int32_t id, bool as_token_id);
 // Top entries of a logprob map by rank (highest first, ties to the lower id).
 std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& lp);
 
-nlohmann::ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens = -1);
+// vLLM's UsageInfo as a whole response dumps it (the details null unless given).
+nlohmann::ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens = -1,
+                                  nlohmann::ordered_json completion_tokens_details = nullptr);
+// The object without its null members, nested too (pydantic's exclude_none).
+nlohmann::ordered_json without_nulls(const nlohmann::ordered_json& j);
+// vLLM's prompt_logprobs entries: per position null or {token_id: {logprob, rank, decoded_token}}.
+nlohmann::ordered_json prompt_logprobs_json(const ServingContext& ctx,
+                                            const std::vector<std::optional<TokenLogprobs>>& lps,
+                                            const std::vector<int32_t>& prompt_ids);
 nlohmann::ordered_json stop_reason_json(const std::optional<std::string>& text,
                                         const std::optional<int32_t>& token);
 // "data: JSON\n\n", with invalid UTF-8 replaced rather than thrown.

@@ -69,40 +69,6 @@ class CompletionLogprobs {
   ordered_json json_;
 };
 
-// vLLM's prompt_logprobs entries: {token_id: {logprob, rank, decoded_token}}.
-ordered_json prompt_logprobs_json(const ServingContext& ctx,
-                                  const std::vector<std::optional<TokenLogprobs>>& lps,
-                                  const std::vector<int32_t>& prompt_ids) {
-  ordered_json out = ordered_json::array();
-  for (size_t i = 0; i < lps.size(); ++i) {
-    if (!lps[i]) {
-      out.push_back(nullptr);
-      continue;
-    }
-    ordered_json pos = ordered_json::object();
-    const auto ranked = ranked_logprobs(*lps[i]);
-    auto add = [&](int32_t id, float v) {
-      int rank = 1;
-      for (const auto& [rid, rv] : ranked) {
-        if (rid == id) break;
-        ++rank;
-      }
-      ordered_json e;
-      e["logprob"] = floor_logprob(v);
-      e["rank"] = rank;
-      e["decoded_token"] = logprob_token_text(ctx, id, false);
-      pos[std::to_string(id)] = std::move(e);
-    };
-    if (i < prompt_ids.size()) {
-      auto it = lps[i]->find(prompt_ids[i]);
-      if (it != lps[i]->end()) add(it->first, it->second);
-    }
-    for (const auto& [id, v] : ranked) add(id, v);
-    out.push_back(std::move(pos));
-  }
-  return out;
-}
-
 struct PreparedPrompt {
   std::vector<int32_t> ids;
   std::string text;  // what echo shows
@@ -114,7 +80,6 @@ struct CompletionJob {
   std::string id;
   int64_t created = 0;
   bool echo_only = false;  // echo with max_tokens 0: the one generated token is dropped
-  bool prompt_logprobs_asked = false;
 };
 
 ordered_json choice_logprobs(const ServingContext& ctx, const CompletionJob& job,
@@ -163,14 +128,17 @@ ordered_json final_response(const ServingContext& ctx, const CompletionJob& job,
                                                             : ordered_json(nullptr));
       c["stop_reason"] = job.echo_only ? ordered_json(nullptr)
                                        : stop_reason_json(o.stop_reason_text, o.stop_reason_token);
-      if (job.request.return_token_ids) {
-        c["prompt_token_ids"] = prompt.ids;
-        c["token_ids"] = job.echo_only ? std::vector<int32_t>{} : o.token_ids;
-      }
-      c["prompt_logprobs"] = job.prompt_logprobs_asked && r.prompt_logprobs
+      // vLLM: the generated ids, even the one token an echo with max_tokens 0 runs.
+      c["token_ids"] =
+          job.request.return_token_ids ? ordered_json(o.token_ids) : ordered_json(nullptr);
+      // vLLM returns whatever prompt logprobs ran, also those echo + logprobs asked for.
+      c["prompt_logprobs"] = r.prompt_logprobs
                                  ? prompt_logprobs_json(ctx, *r.prompt_logprobs, prompt.ids)
                                  : ordered_json(nullptr);
-      if (!job.echo_only) completion_tokens += static_cast<int>(o.token_ids.size());
+      c["prompt_token_ids"] =
+          job.request.return_token_ids ? ordered_json(prompt.ids) : ordered_json(nullptr);
+      c["routed_experts"] = nullptr;
+      completion_tokens += static_cast<int>(o.token_ids.size());
       choices.push_back(std::move(c));
     }
   }
@@ -184,6 +152,8 @@ ordered_json final_response(const ServingContext& ctx, const CompletionJob& job,
   resp["system_fingerprint"] = nullptr;
   resp["usage"] = usage_json(prompt_tokens, completion_tokens);
   resp["kv_transfer_params"] = nullptr;
+  resp["ec_transfer_params"] = nullptr;
+  resp["metrics"] = nullptr;
   return resp;
 }
 
@@ -200,7 +170,7 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
   std::vector<StreamChoice> choices(job->prompts.size() * static_cast<size_t>(n));
   int prompt_tokens = 0;
   for (const auto& p : job->prompts) prompt_tokens += static_cast<int>(p.ids.size());
-  auto chunk = [&](ordered_json choice) {
+  auto chunk = [&](ordered_json choice, int choice_prompt_tokens, int choice_tokens) {
     ordered_json c;
     c["id"] = job->id;
     c["object"] = "text_completion";
@@ -209,12 +179,15 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
     c["choices"] = ordered_json::array({std::move(choice)});
     if (job->request.stream_options.include_usage &&
         job->request.stream_options.continuous_usage_stats) {
-      int completion = 0;
-      for (const auto& s : choices) completion += s.tokens;
-      c["usage"] = usage_json(prompt_tokens, completion);
+      // vLLM: this choice's prompt and tokens, the counts only.
+      ordered_json u = usage_json(choice_prompt_tokens, choice_tokens);
+      u.erase("prompt_tokens_details");
+      u.erase("completion_tokens_details");
+      c["usage"] = std::move(u);
     }
     return sse_event(c);
   };
+  const bool ids = job->request.return_token_ids;
   const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
     for (SessionEvent& e : events) {
       const PreparedPrompt& prompt = job->prompts[e.prompt_index];
@@ -223,14 +196,17 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
         StreamChoice& sc = choices[index];
         std::string text;
         const bool first = !sc.echoed;
+        const int previous_tokens = sc.tokens;
         if (first && job->request.echo) text = prompt.text;
-        sc.echoed = true;
-        if (!job->echo_only) {
-          text += d.text;
-          sc.tokens += static_cast<int>(d.token_ids.size());
-        }
+        if (!job->echo_only) text += d.text;
+        sc.tokens += static_cast<int>(d.token_ids.size());
         const bool finishing = d.finish_reason.has_value();
-        if (text.empty() && !finishing && !job->request.logprobs) continue;
+        // vLLM skips an empty delta before the first token (chunked prefill).
+        if (!(first && job->request.echo) && text.empty() && d.token_ids.empty() &&
+            previous_tokens == 0 && !finishing) {
+          continue;
+        }
+        sc.echoed = true;
         ordered_json c;
         c["index"] = static_cast<int>(index);
         c["text"] = text;
@@ -251,7 +227,14 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
           c["finish_reason"] = nullptr;
           c["stop_reason"] = nullptr;
         }
-        if (!write(chunk(std::move(c)))) return false;
+        // vLLM: the prompt's ids with a choice's first chunk (always when echoing), the new ids
+        // with every chunk.
+        c["prompt_token_ids"] =
+            (ids || job->request.echo) && first ? ordered_json(prompt.ids) : ordered_json(nullptr);
+        c["token_ids"] = ids ? ordered_json(d.token_ids) : ordered_json(nullptr);
+        if (!write(chunk(std::move(c), static_cast<int>(prompt.ids.size()), sc.tokens))) {
+          return false;
+        }
       }
     }
     return true;
@@ -266,7 +249,8 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
     c["created"] = job->created;
     c["model"] = ctx.model_name();
     c["choices"] = ordered_json::array();
-    c["usage"] = usage_json(prompt_tokens, completion);
+    // vLLM drops the null members of the final usage chunk (exclude_none).
+    c["usage"] = without_nulls(usage_json(prompt_tokens, completion));
     if (!write(sse_event(c))) return;
   }
   write("data: [DONE]\n\n");
@@ -280,8 +264,6 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   CompletionRequest& req = job->request;
   check_model_name(ctx, req.model);
   log_ignored_fields(req.ignored_fields);
-  job->prompt_logprobs_asked =
-      body.contains("prompt_logprobs") && !body["prompt_logprobs"].is_null();
   if (req.max_tokens && *req.max_tokens == 0) {
     if (!req.echo) throw bad_request("max_tokens must be at least 1, got 0.", "max_tokens");
     job->echo_only = true;  // vLLM runs one token and returns only the echo
@@ -299,8 +281,9 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
     } else {
       p.ids = in.token_ids;
     }
-    prepare_prompt_ids(ctx, p.ids, req.truncate_prompt_tokens);
-    if (req.echo) {
+    prepare_prompt_ids(ctx, p.ids, req.truncate_prompt_tokens, req.truncate_keeps_first);
+    // vLLM does not detokenize the prompt when token ids are returned: echo then shows none.
+    if (req.echo && !req.return_token_ids) {
       p.text = in.text && !req.truncate_prompt_tokens
                    ? *in.text
                    : (tok ? tok->decode(p.ids, /*skip_special=*/false) : std::string());
@@ -308,7 +291,9 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
     job->prompts.push_back(std::move(p));
   }
   check_overload(ctx);
-  job->id = random_request_id("cmpl-");
+  // vLLM names the response after the request's request_id when one is given.
+  job->id = req.request_id ? "cmpl-" + *req.request_id : random_request_id("cmpl-");
+  const std::string engine_id = random_request_id("cmpl-");  // unique even if request_ids repeat
   job->created = unix_time_now();
   std::vector<EngineRequest> requests;
   std::optional<AnswerConstraint> json;
@@ -323,7 +308,7 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   }
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;
-    er.request_id = job->id + "-" + std::to_string(i);
+    er.request_id = engine_id + "-" + std::to_string(i);
     er.prompt_token_ids = job->prompts[i].ids;
     er.params = req.params;
     er.params.answer_constraint = json;

@@ -211,4 +211,10 @@ bool Tokenizer::streamable_decoder() const { return impl_->decoder.streamable();
 
 bool Tokenizer::holds_back(int32_t id) const { return impl_->is_byte_token(id); }
 
+std::optional<std::string_view> Tokenizer::added_content(int32_t id) const {
+  const AddedToken* t = impl_->added.find_id(id);
+  if (t == nullptr) return std::nullopt;
+  return std::string_view(t->content);
+}
+
 }  // namespace gemmaserve

@@ -69,6 +69,8 @@ class Tokenizer {
   // `id` is a byte-fallback token whose text depends on the rest of its run (validates the id).
   bool streamable_decoder() const;
   bool holds_back(int32_t id) const;
+  // For IncrementalDetokenizer: the content of `id` when it is an added token (special or not).
+  std::optional<std::string_view> added_content(int32_t id) const;
 
   std::shared_ptr<const Impl> impl_;  // immutable and shared: copies are cheap and thread-safe
 };

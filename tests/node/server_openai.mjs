@@ -126,7 +126,9 @@ const api = {
     });
     // The template declares the tool in the prompt.
     assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens + 10);
-    assert.ok(Array.isArray(r.choices[0].message.tool_calls));
+    // vLLM leaves tool_calls out of a message without calls.
+    const calls = r.choices[0].message.tool_calls;
+    assert.ok(calls === undefined || (Array.isArray(calls) && calls.length > 0));
     // A whole tool round trip renders: assistant call, tool result, next turn.
     const followUp = await client.chat.completions.create({
       model: MODEL, max_tokens: 4, temperature: 0, tools,
@@ -179,7 +181,8 @@ const api = {
     assert.equal(deltas[0].function.name, 'get_time');
     assert.equal(deltas.map((d) => d.function?.arguments ?? '').join(''),
       m.tool_calls[0].function.arguments);
-    assert.equal(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
+    // vLLM: "stop" for a named function, streamed or not (OpenAI's rule).
+    assert.notEqual(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
   },
   async jsonObjectResponseFormat() {
     // Random weights write whatever: the mask keeps every answer a JSON object (or its
@@ -292,7 +295,7 @@ const api = {
     });
     assert.equal(zero.choices[0].text, 'Hello world');
     assert.equal(zero.choices[0].logprobs.token_logprobs[0], null);
-    assert.equal(zero.usage.completion_tokens, 0);
+    assert.equal(zero.usage.completion_tokens, 1);  // vLLM counts the one token it ran
   },
   async tokenizeRoundTrip() {
     const t = await (await fetch(`${base}/tokenize`, {

@@ -99,8 +99,8 @@ std::vector<BadRequest> bad_requests() {
        "BadRequestError", std::nullopt, true, "got 5.0"},
       {"min_tokens over max_tokens", "POST", C, completion(R"("min_tokens":10)"), 400,
        "BadRequestError", std::nullopt},
-      {"logprobs negative", "POST", C, completion(R"("logprobs":-1)"), 400, "BadRequestError",
-       "logprobs"},
+      {"logprobs below -1", "POST", C, completion(R"("logprobs":-2)"), 400, "BadRequestError",
+       "logprobs", true, "`logprobs` must be a positive value or -1."},
       {"logit_bias bad key", "POST", C, completion(R"("logit_bias":{"abc":1})"), 400,
        "BadRequestError", "logit_bias"},
       {"logit_bias out of vocab", "POST", C, completion(R"("logit_bias":{"99999999":1})"), 400,
@@ -183,10 +183,9 @@ std::vector<BadRequest> bad_requests() {
       {"top_logprobs -1 over --max-logprobs", "POST", H,
        chat(R"("logprobs":true,"top_logprobs":-1)"), 400, "BadRequestError", std::nullopt},
       {"n over 128", "POST", C, completion(R"("n":100000)"), 400, "BadRequestError", "n"},
-      {"missing api key", "POST", C, completion(""), 401, "AuthenticationError", std::nullopt,
-       false},
-      {"models without api key", "GET", "/v1/models", "", 401, "AuthenticationError", std::nullopt,
-       false},
+      {"empty tools", "POST", H, chat(R"("tools":[])"), 400, "BadRequestError", "tools"},
+      {"logprob_token_ids", "POST", C, completion(R"("logprob_token_ids":[5])"), 501,
+       "NotImplementedError", std::nullopt},
       {"unknown endpoint", "POST", "/v1/nothing", "{}", 404, "Not Found", std::nullopt},
       {"wrong method", "GET", C, "", 405, "Method Not Allowed", std::nullopt},
       {"post to models", "POST", "/v1/models", "{}", 405, "Method Not Allowed", std::nullopt},
@@ -279,9 +278,13 @@ TEST_F(ServerErrorsTest, BodyOverTheLimitIs413) {
 
 TEST_F(ServerErrorsTest, WrongApiKeyIs401AndHealthNeedsNone) {
   httplib::Client c("127.0.0.1", server_->port());
-  auto r = c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer wrong"}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 401);
+  for (const httplib::Headers& h :
+       {httplib::Headers{{"Authorization", "Bearer wrong"}}, httplib::Headers{}}) {
+    auto r = c.Get("/v1/models", h);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+    EXPECT_EQ(r->body, R"({"error":"Unauthorized"})");  // vLLM's body, byte for byte
+  }
   auto models = send("GET", "/v1/models", "", true);
   ASSERT_TRUE(models);
   ASSERT_EQ(models->status, 200);

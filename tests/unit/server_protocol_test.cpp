@@ -31,7 +31,7 @@ TEST(ServerProtocolTest, CompletionDefaultsFollowVllm) {
   EXPECT_DOUBLE_EQ(r.params.temperature, 0.7);
   auto null_max = parse_completion_request(
       ordered_json::parse(R"({"prompt":"hi","max_tokens":null})"), defaults);
-  EXPECT_FALSE(null_max.max_tokens.has_value());
+  EXPECT_EQ(null_max.max_tokens, 16);  // vLLM's normalize_null_max_tokens
   auto echo = parse_completion_request(
       ordered_json::parse(R"({"prompt":[[1,2],[3]],"echo":true,"logprobs":2,"temperature":0,
                               "logit_bias":{"5":500},"unknown_field":1})"),
@@ -48,9 +48,9 @@ TEST(ServerProtocolTest, ChatDefaultsFollowVllm) {
         "stream_options":{},"tools":[{"type":"function","function":{"name":"f"}}],
         "max_completion_tokens":5,"max_tokens":9})"),
       SamplingParams{});
-  EXPECT_EQ(r.tool_choice, "auto");  // tools present
-  EXPECT_TRUE(r.stream_options.include_usage);
-  EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
+  EXPECT_EQ(r.tool_choice, "auto");              // tools present
+  EXPECT_FALSE(r.stream_options.include_usage);  // vLLM's StreamOptions default
+  EXPECT_EQ(r.max_tokens, 5);                    // max_completion_tokens wins
   auto no_tools = parse_chat_request(
       ordered_json::parse(R"({"messages":[{"role":"user","content":"x"}]})"), SamplingParams{});
   EXPECT_EQ(no_tools.tool_choice, "none");

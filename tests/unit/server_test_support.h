@@ -128,22 +128,30 @@ class ServerProcess {
   std::filesystem::path log_;
 };
 
-// A test suite sharing one server: the tiny chat model served with Suite::server_flags(), started
-// once for the suite; each test skips (fails under CI) without shared/ and fails if it did not
-// start.
-template <class Suite>
+// Makes the tiny chat model under `dir` and starts `serve` on it with `flags` (logging to
+// dir/server.log). Returns what failed, or "" with `server` healthy.
+inline std::string start_tiny_chat_server(const std::filesystem::path& shared,
+                                          const std::filesystem::path& dir,
+                                          const std::vector<std::string>& flags,
+                                          std::unique_ptr<ServerProcess>& server) {
+  const auto model = dir / "model";
+  const std::string error = make_tiny_chat_model(shared, model);
+  if (!error.empty()) return error;
+  server = std::make_unique<ServerProcess>(model, flags, dir / "server.log");
+  if (!server->wait_healthy()) return "server did not start:\n" + server->log_text();
+  return "";
+}
+
+// A test suite sharing one server on the tiny chat model, started once for the suite with
+// `Suite::server_flags()`; each test skips (or fails under CI) without shared data.
+template <typename Suite>
 class TinyChatServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto shared = shared_dir();
     if (!shared) return;
     dir_ = std::make_unique<TempDir>();
-    const auto model = dir_->path() / "model";
-    setup_error_ = make_tiny_chat_model(*shared, model);
-    if (!setup_error_.empty()) return;
-    server_ =
-        std::make_unique<ServerProcess>(model, Suite::server_flags(), dir_->path() / "server.log");
-    if (!server_->wait_healthy()) setup_error_ = "server did not start:\n" + server_->log_text();
+    setup_error_ = start_tiny_chat_server(*shared, dir_->path(), Suite::server_flags(), server_);
   }
   static void TearDownTestSuite() {
     server_.reset();
