@@ -100,8 +100,8 @@ RopeSpec parse_rope(const json& j, const std::string& source, const std::string&
     r.fail("rope_type", "'" + s.rope_type + "' is not supported (default, proportional)");
   }
   s.theta = r.get_double("rope_theta", fallback.theta);
-  s.partial_rotary_factor = r.get_double("partial_rotary_factor",
-                                         s.rope_type == "proportional" ? 1.0 : 1.0);
+  s.partial_rotary_factor =
+      r.get_double("partial_rotary_factor", s.rope_type == "proportional" ? 1.0 : 1.0);
   if (s.partial_rotary_factor <= 0 || s.partial_rotary_factor > 1) {
     r.fail("partial_rotary_factor", "must be in (0, 1]");
   }
@@ -187,8 +187,8 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
       } else if (s == "full_attention") {
         c->layer_types.push_back(AttentionType::kFull);
       } else {
-        r.fail("layer_types", "holds '" + e.dump() +
-                                  "' (expected sliding_attention or full_attention)");
+        r.fail("layer_types",
+               "holds '" + e.dump() + "' (expected sliding_attention or full_attention)");
       }
     }
   } else {
@@ -215,8 +215,8 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
                               path + "rope_parameters.sliding_attention", c->rope[0]);
     }
     if (rp.contains("full_attention")) {
-      c->rope[1] = parse_rope(rp["full_attention"], source,
-                              path + "rope_parameters.full_attention", c->rope[1]);
+      c->rope[1] = parse_rope(rp["full_attention"], source, path + "rope_parameters.full_attention",
+                              c->rope[1]);
     }
   }
 
@@ -241,8 +241,8 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
         idx = std::stoi(key);
       }
       if (idx < 0 || idx >= L) {
-        r.fail("per_layer_config", "has key '" + key + "' that is not a layer index < " +
-                                       std::to_string(L));
+        r.fail("per_layer_config",
+               "has key '" + key + "' that is not a layer index < " + std::to_string(L));
       }
       if (!it->is_object()) r.fail("per_layer_config." + key, "must be an object");
       // Any other per-layer override (intermediate_size, sliding_window, skip, ...) would change
@@ -274,8 +274,9 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
         s.num_kv_heads = lr.require_positive_int("num_key_value_heads", s.num_kv_heads);
         int heads = lr.require_positive_int("num_attention_heads", c->num_attention_heads);
         if (heads != c->num_attention_heads) {
-          lr.fail("num_attention_heads", "differs from the model's; per-layer head counts are "
-                                         "not supported");
+          lr.fail("num_attention_heads",
+                  "differs from the model's; per-layer head counts are "
+                  "not supported");
         }
       }
     } else if (full) {
@@ -317,6 +318,52 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
                        std::to_string(s.kv_source_layer));
     }
   }
+}
+
+VisionConfig parse_vision_config(const json& v, const std::string& source) {
+  const std::string path = "vision_config.";
+  if (!v.is_object()) throw InputError(source + ": field 'vision_config' must be an object");
+  const std::string type = v.value("model_type", std::string("gemma4_vision"));
+  if (type != "gemma4_vision") {
+    throw InputError(source + ": field 'vision_config.model_type' is '" + type +
+                     "', expected 'gemma4_vision'");
+  }
+  FieldReader r(v, source, path);
+  VisionConfig c;
+  c.hidden_size = r.require_positive_int("hidden_size", c.hidden_size);
+  c.intermediate_size = r.require_positive_int("intermediate_size", c.intermediate_size);
+  c.num_hidden_layers = r.require_positive_int("num_hidden_layers", c.num_hidden_layers);
+  c.num_attention_heads = r.require_positive_int("num_attention_heads", c.num_attention_heads);
+  c.num_key_value_heads = r.require_positive_int("num_key_value_heads", c.num_key_value_heads);
+  c.head_dim = r.require_positive_int("head_dim", c.head_dim);
+  c.hidden_activation = r.get_string("hidden_activation", c.hidden_activation);
+  c.rms_norm_eps = r.get_double("rms_norm_eps", c.rms_norm_eps);
+  c.max_position_embeddings = r.get_int("max_position_embeddings", c.max_position_embeddings);
+  c.pooling_kernel_size = r.require_positive_int("pooling_kernel_size", c.pooling_kernel_size);
+  c.patch_size = r.require_positive_int("patch_size", c.patch_size);
+  c.position_embedding_size =
+      r.require_positive_int("position_embedding_size", c.position_embedding_size);
+  c.use_clipped_linears = r.get_bool("use_clipped_linears", c.use_clipped_linears);
+  c.standardize = r.get_bool("standardize", c.standardize);
+  c.default_output_length = r.get_optional_int("default_output_length");
+  if (r.get_bool("attention_bias", false)) r.fail("attention_bias", "true is not supported");
+  if (c.hidden_activation != "gelu_pytorch_tanh" && c.hidden_activation != "gelu_tanh") {
+    r.fail("hidden_activation", "'" + c.hidden_activation + "' is not supported");
+  }
+  if (r.has("rope_parameters")) {
+    const RopeSpec rope = parse_rope(v["rope_parameters"], source, path + "rope_parameters",
+                                     RopeSpec{"default", 100.0});
+    if (rope.rope_type != "default" || rope.factor != 1.0) {
+      r.fail("rope_parameters", "must be rope_type 'default' without a factor (2-D vision RoPE)");
+    }
+    c.rope_theta = rope.theta;
+  }
+  // 2-D RoPE rotates two halves of each head (x, then y) in rotate-half pairs.
+  if (c.head_dim % 4 != 0) r.fail("head_dim", "must be a multiple of 4 (2-D RoPE)");
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    r.fail("num_key_value_heads", "must divide num_attention_heads");
+  }
+  return c;
 }
 
 }  // namespace
@@ -368,17 +415,25 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
     mc.text.tie_word_embeddings = top.get_bool("tie_word_embeddings", true);
   }
   mc.has_vision = config.contains("vision_config") && !config["vision_config"].is_null();
+  if (mc.has_vision) mc.vision = parse_vision_config(config["vision_config"], source);
   mc.has_audio = config.contains("audio_config") && !config["audio_config"].is_null();
   mc.eos_token_ids = top.get_id_list("eos_token_id");
   if (mc.eos_token_ids.empty() && nested) {
-    mc.eos_token_ids = FieldReader(config["text_config"], source, "text_config.")
-                           .get_id_list("eos_token_id");
+    mc.eos_token_ids =
+        FieldReader(config["text_config"], source, "text_config.").get_id_list("eos_token_id");
   }
-  mc.image_token_id = top.get_optional_int("image_token_id");
-  mc.boi_token_id = top.get_optional_int("boi_token_id");
-  mc.eoi_token_id = top.get_optional_int("eoi_token_id");
-  mc.audio_token_id = top.get_optional_int("audio_token_id");
-  mc.video_token_id = top.get_optional_int("video_token_id");
+  // Gemma4Config's defaults apply to the multimodal wrapper only.
+  const auto id = [&](const char* key, int hf_default) -> std::optional<int> {
+    if (top.has(key)) return top.get_int(key, 0);
+    if (nested) return hf_default;
+    return std::nullopt;
+  };
+  mc.image_token_id = id("image_token_id", 258880);
+  mc.boi_token_id = id("boi_token_id", 255999);
+  mc.eoi_token_id = id("eoi_token_id", 258882);
+  mc.audio_token_id = id("audio_token_id", 258881);
+  mc.video_token_id = id("video_token_id", 258884);
+  mc.vision_soft_tokens_per_image = top.get_optional_int("vision_soft_tokens_per_image");
   return mc;
 }
 

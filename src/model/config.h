@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gemmaserve {
 
@@ -71,16 +70,40 @@ struct TextConfig {
   int first_kv_shared_layer() const { return num_hidden_layers - num_kv_shared_layers; }
 };
 
+// The vision tower (`vision_config`, model_type gemma4_vision), HF's Gemma4VisionConfig defaults.
+struct VisionConfig {
+  int hidden_size = 768;
+  int intermediate_size = 3072;
+  int num_hidden_layers = 16;
+  int num_attention_heads = 12;
+  int num_key_value_heads = 12;
+  int head_dim = 64;
+  std::string hidden_activation = "gelu_pytorch_tanh";
+  double rms_norm_eps = 1e-6;
+  int max_position_embeddings = 131072;  // no effect on the math
+  double rope_theta = 100.0;             // rope_parameters (rope_type "default" only)
+  int pooling_kernel_size = 3;
+  int patch_size = 16;
+  int position_embedding_size = 10240;
+  bool use_clipped_linears = false;
+  bool standardize = false;
+  std::optional<int> default_output_length;  // informational (soft tokens of the default budget)
+};
+
 struct ModelConfig {
   std::string architecture;  // Gemma4ForConditionalGeneration or Gemma4ForCausalLM
   std::string model_type;    // gemma4 or gemma4_text
   TextConfig text;
   bool has_vision = false;
+  std::optional<VisionConfig> vision;  // set exactly when has_vision
   bool has_audio = false;
-  std::string tensor_prefix;  // "model.language_model." or "model."
+  std::string tensor_prefix;       // "model.language_model." or "model."
   std::vector<int> eos_token_ids;  // from config.json (may be empty)
+  // Multimodal ids: HF's defaults for the multimodal wrapper when absent (image 258880, ...);
+  // unset for text-only layouts (Gemma4ForCausalLM).
   std::optional<int> image_token_id, boi_token_id, eoi_token_id, audio_token_id, video_token_id;
-  nlohmann::json raw;  // the whole config.json
+  std::optional<int> vision_soft_tokens_per_image;  // informational
+  nlohmann::json raw;                               // the whole config.json
 };
 
 // Sampling defaults and stop ids from generation_config.json (all optional).

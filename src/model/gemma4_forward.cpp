@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -45,6 +46,13 @@ Gemma4Plan make_gemma4_plan(const ModelWeights& weights) {
   if (static_cast<int>(c.layers.size()) != c.num_hidden_layers ||
       weights.layers.size() != c.layers.size()) {
     throw InputError("model weights do not match the configured layer count");
+  }
+  plan.bidirectional_vision = c.use_bidirectional_attention == "vision";
+  const ModelConfig& mc = weights.config;
+  const std::optional<int> placeholders[] = {mc.image_token_id, mc.video_token_id,
+                                             mc.audio_token_id};
+  for (size_t i = 0; i < plan.placeholder_ids.size(); ++i) {
+    plan.placeholder_ids[i] = placeholders[i].value_or(-1);
   }
   plan.first_shared = c.num_hidden_layers;
   for (const LayerSpec& s : c.layers) {
@@ -222,6 +230,24 @@ void Gemma4Forward::validate(std::span<const SequenceInput> batch, const KvCache
       }
     }
     const int32_t end = s.start_pos + static_cast<int32_t>(s.tokens.size());
+    for (const EmbeddingRows& e : s.embeddings) {
+      if (e.first_pos < 0 || e.count < 0 || (e.count > 0 && e.rows == nullptr)) {
+        throw InputError(seq_name(i) + ": embedding rows need a position >= 0, a count >= 0 " +
+                         "and data");
+      }
+    }
+    for (const PositionRange& b : s.vision_blocks) {
+      if (b.begin < 0 || b.end <= b.begin) {
+        throw InputError(seq_name(i) + ": image block [" + std::to_string(b.begin) + ", " +
+                         std::to_string(b.end) + ") is empty or negative");
+      }
+      // Its tokens see each other both ways, so all of them must be computed in one step.
+      if (b.begin < end && b.end > s.start_pos && (b.begin < s.start_pos || b.end > end)) {
+        throw InputError(seq_name(i) + ": image block [" + std::to_string(b.begin) + ", " +
+                         std::to_string(b.end) + ") is split across steps (this step: [" +
+                         std::to_string(s.start_pos) + ", " + std::to_string(end) + "))");
+      }
+    }
     for (int t = 0; t < kNumAttentionTypes; ++t) {
       if (!plan_.type_used[t]) continue;
       const auto table = s.block_tables[t];
@@ -253,7 +279,14 @@ void Gemma4Forward::validate(std::span<const SequenceInput> batch, const KvCache
   }
 }
 
-void Gemma4Forward::embed() {
+int32_t Gemma4Forward::embedding_id(int32_t token) const {
+  for (int32_t id : plan_.placeholder_ids) {
+    if (token == id) return cfg_.pad_token_id;
+  }
+  return token;
+}
+
+void Gemma4Forward::embed(std::span<const SequenceInput> batch) {
   const int64_t H = cfg_.hidden_size;
   const int64_t T = static_cast<int64_t>(ws_.tokens.size());
   ws_.x.resize(static_cast<size_t>(T * H));
@@ -270,6 +303,18 @@ void Gemma4Forward::embed() {
       cpu::to_f32(w_.embed_tokens.dtype, src, xr, static_cast<size_t>(H));
     }
     for (int64_t i = 0; i < H; ++i) xr[i] *= scale;
+  }
+  for (const SeqRows& r : ws_.rows) {
+    for (const EmbeddingRows& e : batch[static_cast<size_t>(r.seq)].embeddings) {
+      const int32_t b = std::max(e.first_pos, r.first_pos);
+      const int32_t end = std::min(e.first_pos + e.count, r.first_pos + r.count);
+      if (b >= end) continue;
+      // Rows given by the caller replace the lookup; their per-layer token part is pad's.
+      for (int32_t p = b; p < end; ++p) ws_.tokens[r.row + p - r.first_pos] = cfg_.pad_token_id;
+      std::memcpy(&ws_.x[static_cast<size_t>((r.row + b - r.first_pos) * H)],
+                  e.rows + static_cast<size_t>(b - e.first_pos) * static_cast<size_t>(H),
+                  static_cast<size_t>((end - b) * H) * sizeof(float));
+    }
   }
 
   const int64_t P = cfg_.hidden_size_per_layer_input;
@@ -314,6 +359,35 @@ void Gemma4Forward::compute_rope_tables() {
                         &ws_.cos[g][static_cast<size_t>(r * half)],
                         &ws_.sin[g][static_cast<size_t>(r * half)]);
     }
+  }
+}
+
+void Gemma4Forward::set_vision_key_ranges(std::span<const SequenceInput> batch, int window) {
+  // HF (after transformers PR 46850, as the vision fixture shows): full-attention layers stay
+  // causal; on sliding layers a block's tokens also see the later tokens of their block, and
+  // the window still bounds the earlier keys: (causal OR same block) AND key > query - window.
+  if (!plan_.bidirectional_vision || window <= 0) return;
+  size_t a = 0;  // attention seq of the current rows
+  for (const SeqRows& r : ws_.rows) {
+    if (r.count == 0) continue;
+    cpu::AttentionSeq& as = ws_.attn_seqs[a++];
+    const auto blocks = batch[static_cast<size_t>(r.seq)].vision_blocks;
+    const int32_t first = r.first_pos, end = r.first_pos + r.count;
+    bool any = false;
+    for (const PositionRange& b : blocks) any = any || (b.begin < end && b.end > first);
+    if (!any) continue;
+    if (ws_.key_ranges.size() < ws_.positions.size()) ws_.key_ranges.resize(ws_.positions.size());
+    const cpu::AttentionShape shape{0, 0, 0, window};
+    for (int32_t i = 0; i < r.count; ++i) {
+      cpu::KeyRange range = cpu::attention_key_range(as, shape, i);
+      const int32_t pos = first + i;
+      for (const PositionRange& b : blocks) {
+        if (pos >= b.begin && pos < b.end) range.end = std::max(range.end, b.end);
+      }
+      ws_.key_ranges[static_cast<size_t>(r.row + i)] = range;
+    }
+    as.key_ranges = std::span<const cpu::KeyRange>(&ws_.key_ranges[static_cast<size_t>(r.row)],
+                                                   static_cast<size_t>(r.count));
   }
 }
 
@@ -392,12 +466,12 @@ void Gemma4Forward::run(std::span<const SequenceInput> batch, KvCache& cache, Fo
     r.first_pos = s.start_pos;
     ws_.rows.push_back(r);
     for (size_t j = 0; j < s.tokens.size(); ++j) {
-      ws_.tokens.push_back(s.tokens[j]);
+      ws_.tokens.push_back(embedding_id(s.tokens[j]));
       ws_.positions.push_back(s.start_pos + static_cast<int32_t>(j));
     }
   }
   if (ws_.tokens.empty()) return;
-  embed();
+  embed(batch);
   compute_rope_tables();
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     // KV-shared layers write no cache, so only rows whose logits are wanted matter there.

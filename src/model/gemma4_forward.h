@@ -1,6 +1,7 @@
 // Private to the Gemma 4 model: the reusable scratch buffers and the per-call forward runner.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
@@ -33,6 +34,9 @@ struct Gemma4Plan {
   int first_shared = 0;               // first KV-shared layer (== L when none)
   bool type_used[kNumAttentionTypes] = {false, false};
   float eps = 1e-6f;
+  // Multimodal placeholder ids (image, video, audio; -1 = none): HF looks them up as the pad id.
+  std::array<int32_t, 3> placeholder_ids = {-1, -1, -1};
+  bool bidirectional_vision = false;  // use_bidirectional_attention "vision"
 };
 
 // The new rows of one sequence currently held in the activations.
@@ -68,6 +72,7 @@ struct Gemma4Workspace {
   bool moe_thread_scratch_ready = false;  // every pool thread's matmul X buffers hold an item
   std::vector<cpu::AttentionSeq> attn_seqs;
   cpu::AttentionWorkspace attention;
+  std::vector<cpu::KeyRange> key_ranges;  // per row, for sequences with image blocks
   std::vector<int32_t> row_slot;  // each new row's KV cache slot: physical block * bs + offset
   std::vector<int64_t> keep;      // rows kept by a compaction
 };
@@ -91,7 +96,11 @@ class Gemma4Forward {
  private:
   // gemma4_forward.cpp
   void validate(std::span<const SequenceInput> batch, const KvCache& cache) const;
-  void embed();
+  void embed(std::span<const SequenceInput> batch);
+  int32_t embedding_id(int32_t token) const;
+  // Explicit key ranges for the rows of sequences with image blocks on sliding layers
+  // (`window` > 0); attention seq i is the i-th of ws_.rows with rows.
+  void set_vision_key_ranges(std::span<const SequenceInput> batch, int window);
   void compute_rope_tables();
   void keep_wanted_rows(std::span<const SequenceInput> batch);
   void logits(ForwardOutput* out);

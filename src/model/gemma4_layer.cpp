@@ -122,6 +122,7 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
     as.block_table = batch[static_cast<size_t>(sr.seq)].block_tables[t];
     ws_.attn_seqs.push_back(as);
   }
+  set_vision_key_ranges(batch, shape.window);
   ws_.attn.resize(static_cast<size_t>(R * qw));
   cpu::paged_attention(ws_.q.data(), qw, kv, shape, ws_.attn_seqs, ws_.attn.data(), qw, pool_,
                        &ws_.attention);

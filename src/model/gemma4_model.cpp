@@ -70,6 +70,7 @@ Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights) {
 struct Gemma4Model::Scratch {
   detail::Gemma4Plan plan;
   detail::Gemma4Workspace ws;
+  std::unique_ptr<Gemma4VisionEncoder> vision;  // with a vision tower
 };
 
 Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
@@ -80,6 +81,10 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
       scratch_(std::make_unique<Scratch>()) {
   scratch_->plan = detail::make_gemma4_plan(weights_);
   if (options_.interleave_weights) interleave_weights(weights_, pool_.get());
+  if (weights_.config.vision) {
+    scratch_->vision =
+        std::make_unique<Gemma4VisionEncoder>(weights_, pool_.get(), options_.matmul_precision);
+  }
 }
 
 Gemma4Model::~Gemma4Model() = default;
@@ -89,6 +94,11 @@ void Gemma4Model::forward(std::span<const SequenceInput> batch, KvCache& cache,
   detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_,
                                options_);
   runner.run(batch, cache, out);
+}
+
+void Gemma4Model::encode_image(const ImagePatches& image, std::vector<float>* out) {
+  if (!scratch_->vision) throw InputError("this model has no vision encoder (no vision_config)");
+  scratch_->vision->encode(image, out);
 }
 
 }  // namespace gemmaserve

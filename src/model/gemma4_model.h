@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "model/gemma4_vision.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 
@@ -20,6 +21,20 @@ namespace gemmaserve {
 // Which rows of logits a sequence wants from this step.
 enum class LogitsWanted { kNone, kLast, kAll };
 
+// Inputs that replace the token embeddings of consecutive positions (an image's soft tokens
+// from encode_image): row i, hidden_size floats, is the input at position first_pos + i.
+struct EmbeddingRows {
+  int32_t first_pos = 0;
+  int32_t count = 0;
+  const float* rows = nullptr;
+};
+
+// Positions [begin, end) of one image's soft tokens.
+struct PositionRange {
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+
 struct SequenceInput {
   std::span<const int32_t> tokens;  // new tokens, at positions start_pos .. start_pos+n-1
   int32_t start_pos = 0;            // tokens of this sequence already in the cache
@@ -27,6 +42,14 @@ struct SequenceInput {
   // < start_pos + tokens.size() that attention may read (sliding layers only read the window).
   std::array<std::span<const int32_t>, kNumAttentionTypes> block_tables;
   LogitsWanted logits = LogitsWanted::kLast;
+  // At these positions (only this step's are read) the input is the given row, not sqrt(H)
+  // scaled, and the per-layer token embedding is the pad token's, as HF does for placeholders.
+  std::span<const EmbeddingRows> embeddings;
+  // The sequence's image blocks. With use_bidirectional_attention "vision" a block's tokens also
+  // attend to its later tokens on sliding-attention layers (earlier keys stay bounded by the
+  // window; full-attention layers stay causal, as in HF); otherwise they are plain causal. A
+  // block with positions in this step must lie wholly inside it.
+  std::span<const PositionRange> vision_blocks;
 };
 
 struct ForwardOutput {
@@ -81,6 +104,11 @@ class Gemma4Model {
   // One step for a ragged batch: writes the new tokens' K/V into `cache` and returns logits.
   // Every weight matrix is applied once to all the batch's tokens.
   void forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
+
+  // Soft-token embeddings of one image for SequenceInput::embeddings: vision_soft_tokens()
+  // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
+  // no vision tower or the image is malformed. Runs on the model's pool, so not during forward().
+  void encode_image(const ImagePatches& image, std::vector<float>* out);
 
   // Number of weight-matrix applications so far (one per matrix per step; tests count it).
   uint64_t matmul_calls() const { return matmul_calls_.load(); }

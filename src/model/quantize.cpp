@@ -132,6 +132,7 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
       todo.push_back(m);
     }
   }
+  for (WeightMatrix* m : w.vision.linear_matrices()) todo.push_back(m);
   size_t total = 0;
   std::vector<std::pair<WeightMatrix*, DType>> kept;
   int skipped = 0;

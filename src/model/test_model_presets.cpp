@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "model/quantize.h"
@@ -37,7 +38,29 @@ struct Variant {
   bool bidirectional_vision;
   int max_position_embeddings;
   int vision_soft_tokens_per_image;
+  const char* vision;  // vision tower shape: "tiny", "e-series" or "large"
 };
+
+// The vision towers (spec §1, §5; HF convert_gemma4_weights.py): E2B/E4B use clipped linears,
+// 31B/26B-A4B standardize; the tiny one (spec §10) does both.
+struct VisionVariant {
+  const char* name;
+  int hidden_size, intermediate_size, num_hidden_layers, num_heads, head_dim;
+  int position_embedding_size;
+  bool use_clipped_linears, standardize;
+};
+
+const VisionVariant& find_vision_variant(const char* name) {
+  static const VisionVariant v[] = {
+      {"tiny", 32, 64, 2, 2, 16, 1024, true, true},
+      {"e-series", 768, 3072, 16, 12, 64, 10240, true, false},
+      {"large", 1152, 4304, 27, 16, 72, 10240, false, true},
+  };
+  for (const VisionVariant& x : v) {
+    if (std::strcmp(x.name, name) == 0) return x;
+  }
+  throw std::logic_error(std::string("unknown vision variant ") + name);
+}
 
 constexpr const char* kS = "sliding_attention";
 constexpr const char* kF = "full_attention";
@@ -54,7 +77,7 @@ const std::vector<Variant>& variants() {
        .num_kv_shared_layers = 3, .use_double_wide_mlp = true, .hidden_size_per_layer_input = 16,
        .enable_moe_block = true, .num_experts = 4, .top_k_experts = 2,
        .moe_intermediate_size = 32, .bidirectional_vision = true,
-       .max_position_embeddings = 4096, .vision_soft_tokens_per_image = 70},
+       .max_position_embeddings = 4096, .vision_soft_tokens_per_image = 70, .vision = "tiny"},
       {.name = "e2b", .hidden_size = 1536, .intermediate_size = 6144, .num_hidden_layers = 35,
        .layer_pattern = {kS, kS, kS, kS, kF}, .num_attention_heads = 8,
        .num_key_value_heads = 1, .num_global_key_value_heads = std::nullopt, .head_dim = 256,
@@ -62,7 +85,7 @@ const std::vector<Variant>& variants() {
        .num_kv_shared_layers = 20, .use_double_wide_mlp = true,
        .hidden_size_per_layer_input = 256, .enable_moe_block = false,
        .bidirectional_vision = false, .max_position_embeddings = 131072,
-       .vision_soft_tokens_per_image = 280},
+       .vision_soft_tokens_per_image = 280, .vision = "e-series"},
       {.name = "e4b", .hidden_size = 2560, .intermediate_size = 10240, .num_hidden_layers = 42,
        .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 8,
        .num_key_value_heads = 2, .num_global_key_value_heads = std::nullopt, .head_dim = 256,
@@ -70,14 +93,14 @@ const std::vector<Variant>& variants() {
        .num_kv_shared_layers = 18, .use_double_wide_mlp = false,
        .hidden_size_per_layer_input = 256, .enable_moe_block = false,
        .bidirectional_vision = false, .max_position_embeddings = 131072,
-       .vision_soft_tokens_per_image = 280},
+       .vision_soft_tokens_per_image = 280, .vision = "e-series"},
       {.name = "31b", .hidden_size = 5376, .intermediate_size = 21504, .num_hidden_layers = 60,
        .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 32,
        .num_key_value_heads = 16, .num_global_key_value_heads = 4, .head_dim = 256,
        .global_head_dim = 512, .attention_k_eq_v = true, .sliding_window = 1024,
        .num_kv_shared_layers = 0, .use_double_wide_mlp = false, .hidden_size_per_layer_input = 0,
        .enable_moe_block = false, .bidirectional_vision = true,
-       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280},
+       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280, .vision = "large"},
       {.name = "26b-a4b", .hidden_size = 2816, .intermediate_size = 2112,
        .num_hidden_layers = 30, .layer_pattern = {kS, kS, kS, kS, kS, kF},
        .num_attention_heads = 16, .num_key_value_heads = 8, .num_global_key_value_heads = 2,
@@ -85,7 +108,7 @@ const std::vector<Variant>& variants() {
        .sliding_window = 1024, .num_kv_shared_layers = 0, .use_double_wide_mlp = false,
        .hidden_size_per_layer_input = 0, .enable_moe_block = true, .num_experts = 128,
        .top_k_experts = 8, .moe_intermediate_size = 704, .bidirectional_vision = true,
-       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280},
+       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280, .vision = "large"},
   };
   return v;
 }
@@ -114,6 +137,33 @@ const char* torch_dtype_name(DType dtype) {
 }
 
 json optional_int(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+json vision_config(const VisionVariant& v, const char* dtype, int soft_tokens) {
+  return {
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"default_output_length", soft_tokens},
+      {"dtype", dtype},
+      {"global_head_dim", v.head_dim},
+      {"head_dim", v.head_dim},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"hidden_size", v.hidden_size},
+      {"initializer_range", 0.02},
+      {"intermediate_size", v.intermediate_size},
+      {"max_position_embeddings", 131072},
+      {"model_type", "gemma4_vision"},
+      {"num_attention_heads", v.num_heads},
+      {"num_hidden_layers", v.num_hidden_layers},
+      {"num_key_value_heads", v.num_heads},
+      {"patch_size", 16},
+      {"pooling_kernel_size", 3},
+      {"position_embedding_size", v.position_embedding_size},
+      {"rms_norm_eps", 1e-06},
+      {"rope_parameters", {{"rope_theta", 100.0}, {"rope_type", "default"}}},
+      {"standardize", v.standardize},
+      {"use_clipped_linears", v.use_clipped_linears},
+  };
+}
 
 // 64-bit finaliser of splitmix64: a good bijective mixer, so mix(counter) is a counter RNG.
 inline uint64_t mix64(uint64_t z) {
@@ -246,7 +296,8 @@ json test_model_config(const std::string& preset, DType dtype) {
       {"text_config", text},
       {"tie_word_embeddings", true},
       {"video_token_id", 258884},
-      {"vision_config", nullptr},
+      {"vision_config",
+       vision_config(find_vision_variant(v.vision), dt, v.vision_soft_tokens_per_image)},
       {"vision_soft_tokens_per_image", v.vision_soft_tokens_per_image},
   };
 }
@@ -329,6 +380,61 @@ std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dt
   return out;
 }
 
+std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype) {
+  std::vector<TestTensor> out;
+  if (!config.vision) return out;
+  const VisionConfig& v = *config.vision;
+  const int64_t Hv = v.hidden_size, Iv = v.intermediate_size, hd = v.head_dim;
+  const int64_t qw = static_cast<int64_t>(v.num_attention_heads) * hd;
+  const int64_t kvw = static_cast<int64_t>(v.num_key_value_heads) * hd;
+  // Named in full (no text prefix): the name seeds the values.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorInit init) {
+    out.push_back({TensorSpec{name, dtype, std::move(shape)}, name, init, std::nullopt, 0});
+  };
+  const std::string tower = "model.vision_tower.";
+  auto linear = [&](const std::string& name, int64_t rows, int64_t fan_in, bool clippable) {
+    add(tower + name + (clippable ? ".linear.weight" : ""), {rows, fan_in},
+        {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(fan_in))});
+    if (!clippable || !v.use_clipped_linears) return;
+    // Finite bounds that clip the tails of unit-scale activations (HF's initial ±inf would not).
+    for (const char* lo : {".input_min", ".output_min"}) {
+      add(tower + name + lo, {}, {TensorInit::Kind::kUniform, -3.0f, -2.0f});
+    }
+    for (const char* hi : {".input_max", ".output_max"}) {
+      add(tower + name + hi, {}, {TensorInit::Kind::kUniform, 2.0f, 3.0f});
+    }
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    add(tower + name, {n}, {TensorInit::Kind::kNormal, 1.0f, 0.1f});
+  };
+  linear("patch_embedder.input_proj.weight", Hv, 3 * int64_t{v.patch_size} * v.patch_size, false);
+  add(tower + "patch_embedder.position_embedding_table", {2, v.position_embedding_size, Hv},
+      {TensorInit::Kind::kNormal, 0.0f, 0.5f});
+  for (int i = 0; i < v.num_hidden_layers; ++i) {
+    const std::string p = "encoder.layers." + std::to_string(i) + ".";
+    norm(p + "input_layernorm.weight", Hv);
+    linear(p + "self_attn.q_proj", qw, Hv, true);
+    linear(p + "self_attn.k_proj", kvw, Hv, true);
+    linear(p + "self_attn.v_proj", kvw, Hv, true);
+    linear(p + "self_attn.o_proj", Hv, qw, true);
+    norm(p + "self_attn.q_norm.weight", hd);
+    norm(p + "self_attn.k_norm.weight", hd);
+    norm(p + "post_attention_layernorm.weight", Hv);
+    norm(p + "pre_feedforward_layernorm.weight", Hv);
+    linear(p + "mlp.gate_proj", Iv, Hv, true);
+    linear(p + "mlp.up_proj", Iv, Hv, true);
+    linear(p + "mlp.down_proj", Hv, Iv, true);
+    norm(p + "post_feedforward_layernorm.weight", Hv);
+  }
+  if (v.standardize) {
+    add(tower + "std_bias", {Hv}, {TensorInit::Kind::kNormal, 0.0f, 0.5f});
+    add(tower + "std_scale", {Hv}, {TensorInit::Kind::kUniform, 0.5f, 1.5f});
+  }
+  add("model.embed_vision.embedding_projection.weight", {config.text.hidden_size, Hv},
+      {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(Hv))});
+  return out;
+}
+
 TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
   TestModelSpec spec;
   spec.preset = preset;
@@ -337,6 +443,7 @@ TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
   spec.generation_config = test_generation_config();
   const ModelConfig mc = parse_model_config(spec.config, "preset '" + preset + "'");
   spec.tensors = text_decoder_tensors(mc, float_dtype);
+  for (TestTensor& t : vision_tower_tensors(mc, float_dtype)) spec.tensors.push_back(std::move(t));
   if (dtype_is_quantized(dtype)) {
     std::map<std::string, DType> stored;
     for (TestTensor& t : spec.tensors) {

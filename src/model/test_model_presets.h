@@ -37,7 +37,7 @@ struct TestModelSpec {
   std::string preset;
   nlohmann::json config;             // config.json
   nlohmann::json generation_config;  // generation_config.json
-  std::vector<TestTensor> tensors;   // the text decoder's, in file order
+  std::vector<TestTensor> tensors;   // the text decoder's, then the vision tower's
 
   int64_t num_parameters() const;  // logical elements (quantized tensors count their values)
   uint64_t total_bytes() const;    // tensor data only
@@ -48,8 +48,8 @@ struct TestModelSpec {
 const std::vector<std::string>& test_model_preset_names();
 
 // config.json of a preset in the official Gemma4ForConditionalGeneration layout (nested
-// text_config, vision_config/audio_config null: the checkpoint is text-only). `dtype` only sets
-// the "dtype" fields. Throws InputError naming the preset when unknown.
+// text_config, the variant's vision_config, audio_config null: no audio tower). `dtype` only
+// sets the "dtype" fields. Throws InputError naming the preset when unknown.
 nlohmann::json test_model_config(const std::string& preset, DType dtype = DType::kBF16);
 
 // generation_config.json of an instruction-tuned Gemma 4: stop ids [1, 106, 50], bos 2, pad 0,
@@ -61,6 +61,11 @@ nlohmann::json test_generation_config();
 // keep activations near unit scale: matrices N(0, 1/fan_in), norm weights N(1, 0.1) so a
 // `1 + w` bug shows, layer_scalar and router scales uniform in [0.5, 1.5).
 std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dtype);
+
+// The vision tower's and its projection's tensors (none without config.vision), with the real
+// names (`.linear.` wrappers, 0-dim clip bounds with use_clipped_linears, std_bias/std_scale
+// with standardize) and the same init rules.
+std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype);
 
 // Preset config + tensor list. dtype is F32, F16, BF16 or a quantized type (Q8_0, Q4_0, Q4_K:
 // the matrices model/quantize.h quantizes are stored quantized when their rows are whole blocks,

@@ -30,6 +30,7 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
     todo.emplace_back(&l.experts_gate_up, l.experts_gate_up.rows / experts);
     todo.emplace_back(&l.experts_down, l.experts_down.rows / experts);
   }
+  for (WeightMatrix* m : w.vision.linear_matrices()) todo.emplace_back(m, m->rows);
   std::erase_if(todo, [](const auto& item) {
     const auto& [m, slice_rows] = item;
     return !*m || m->layout != WeightLayout::kRows || !cpu::interleave_preferred(m->dtype) ||

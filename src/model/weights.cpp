@@ -157,6 +157,65 @@ class TensorBinder {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
+ClippedLinear clipped_linear(TensorBinder& b, const std::string& name, bool clipped,
+                             std::vector<int64_t> shape) {
+  ClippedLinear c;
+  c.w = b.matrix(name + ".linear.weight", std::move(shape));
+  for (auto [key, value] : {std::pair{".input_min", &c.input_min},
+                            {".input_max", &c.input_max},
+                            {".output_min", &c.output_min},
+                            {".output_max", &c.output_max}}) {
+    // HF registers the bounds only with use_clipped_linears (±inf until loaded).
+    if (!clipped) {
+      b.mark_used(name + key);
+    } else if (auto x = b.scalar(name + key)) {
+      *value = *x;
+    }
+  }
+  return c;
+}
+
+// The vision tower (model.vision_tower.*) and its projection (model.embed_vision.*).
+VisionWeights bind_vision(TensorBinder& tower, TensorBinder& embed, const VisionConfig& v,
+                          int64_t text_hidden) {
+  VisionWeights w;
+  const int64_t Hv = v.hidden_size, Iv = v.intermediate_size, hd = v.head_dim;
+  const int64_t qw = v.num_attention_heads * hd, kvw = v.num_key_value_heads * hd;
+  const int64_t patch = 3 * static_cast<int64_t>(v.patch_size) * v.patch_size;
+  const bool clip = v.use_clipped_linears;
+  w.input_proj = tower.matrix("patch_embedder.input_proj.weight", {Hv, patch});
+  w.position_table =
+      tower.matrix("patch_embedder.position_embedding_table", {2, v.position_embedding_size, Hv});
+  if (dtype_is_quantized(w.position_table.dtype)) {
+    throw InputError(w.position_table.name + ": a position table must be stored as float");
+  }
+  w.layers.resize(static_cast<size_t>(v.num_hidden_layers));
+  for (int i = 0; i < v.num_hidden_layers; ++i) {
+    VisionLayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "encoder.layers." + std::to_string(i) + ".";
+    l.input_layernorm = tower.vector(p + "input_layernorm.weight", Hv);
+    l.post_attention_layernorm = tower.vector(p + "post_attention_layernorm.weight", Hv);
+    l.pre_feedforward_layernorm = tower.vector(p + "pre_feedforward_layernorm.weight", Hv);
+    l.post_feedforward_layernorm = tower.vector(p + "post_feedforward_layernorm.weight", Hv);
+    l.q_proj = clipped_linear(tower, p + "self_attn.q_proj", clip, {qw, Hv});
+    l.k_proj = clipped_linear(tower, p + "self_attn.k_proj", clip, {kvw, Hv});
+    l.v_proj = clipped_linear(tower, p + "self_attn.v_proj", clip, {kvw, Hv});
+    l.o_proj = clipped_linear(tower, p + "self_attn.o_proj", clip, {Hv, qw});
+    l.q_norm = tower.vector(p + "self_attn.q_norm.weight", hd);
+    l.k_norm = tower.vector(p + "self_attn.k_norm.weight", hd);
+    l.gate_proj = clipped_linear(tower, p + "mlp.gate_proj", clip, {Iv, Hv});
+    l.up_proj = clipped_linear(tower, p + "mlp.up_proj", clip, {Iv, Hv});
+    l.down_proj = clipped_linear(tower, p + "mlp.down_proj", clip, {Hv, Iv});
+  }
+  if (v.standardize) {
+    w.std_bias = tower.vector("std_bias", Hv);
+    w.std_scale = tower.vector("std_scale", Hv);
+  }
+  tower.mark_used("pooler.scale");  // named by the converter; HF's pooler has no parameter
+  w.embedding_projection = embed.matrix("embedding_projection.weight", {text_hidden, Hv});
+  return w;
+}
+
 // Touches every page of every tensor so loading shows real progress and later steps do not
 // stall on page faults.
 void prefault(const SafetensorsCheckpoint& ckpt, const LoadProgress& progress) {
@@ -176,6 +235,19 @@ void prefault(const SafetensorsCheckpoint& ckpt, const LoadProgress& progress) {
 }
 
 }  // namespace
+
+std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
+  std::vector<WeightMatrix*> out;
+  if (input_proj) out.push_back(&input_proj);
+  for (VisionLayerWeights& l : layers) {
+    for (ClippedLinear* c :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+      out.push_back(&c->w);
+    }
+  }
+  if (embedding_projection) out.push_back(&embedding_projection);
+  return out;
+}
 
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress) {
   return load_model_weights(dir, progress, WeightLoadOptions{});
@@ -298,11 +370,19 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                    << " layers have no layer_scalar tensor; using 1.0 (HF's initial value)";
   }
 
-  // Report what was not used: the vision/audio towers (separate features) and anything else.
+  const auto* stored_names = stored ? &stored->tensors : nullptr;
+  TensorBinder tower(*ckpt, "model.vision_tower.", &w.owned_buffers, stored_names);
+  TensorBinder embed(*ckpt, "model.embed_vision.", &w.owned_buffers, stored_names);
+  if (w.config.vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
+
+  // Report what was not used: the audio tower (a separate feature) and anything else.
   size_t vision = 0, audio = 0;
   std::vector<std::string> unknown;
   for (const auto& [name, v] : ckpt->all()) {
-    if (b.used().count(name) || name == "lm_head.weight") continue;
+    if (b.used().count(name) || tower.used().count(name) || embed.used().count(name) ||
+        name == "lm_head.weight") {
+      continue;
+    }
     if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.")) {
       ++vision;
     } else if (starts_with(name, "model.audio_tower.") || starts_with(name, "model.embed_audio.")) {
@@ -312,8 +392,9 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     }
   }
   if (vision) {
-    GS_LOG_INFO << "skipping " << vision
-                << " vision-tower tensors: image input is not supported yet (text only)";
+    GS_LOG_WARNING << "ignoring " << vision << " vision-tower tensors"
+                   << (w.config.vision ? " the tower does not use"
+                                       : " (config has no vision_config)");
   }
   if (audio) {
     GS_LOG_INFO << "skipping " << audio

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,34 @@ struct LayerWeights {
       post_feedforward_layernorm_2;
 };
 
+// A vision-tower linear (HF's Gemma4ClippableLinear): with use_clipped_linears its input and
+// output are clamped to the stored bounds (±inf when a bound is absent).
+struct ClippedLinear {
+  WeightMatrix w;
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
+  float input_min = -kInf, input_max = kInf;
+  float output_min = -kInf, output_max = kInf;
+};
+
+struct VisionLayerWeights {
+  std::vector<float> input_layernorm, post_attention_layernorm;
+  std::vector<float> pre_feedforward_layernorm, post_feedforward_layernorm;
+  ClippedLinear q_proj, k_proj, v_proj, o_proj;
+  std::vector<float> q_norm, k_norm;
+  ClippedLinear gate_proj, up_proj, down_proj;
+};
+
+// The vision tower and its projection into the text model (empty when config.vision is unset).
+struct VisionWeights {
+  WeightMatrix input_proj;      // [Hv, 3 * patch²]
+  WeightMatrix position_table;  // [2 * position_embedding_size, Hv]: x rows, then y rows
+  std::vector<VisionLayerWeights> layers;
+  std::vector<float> std_bias, std_scale;  // standardize only
+  WeightMatrix embedding_projection;       // [H, Hv] (embed_vision)
+  // The linear weights (what quantization and regrouping apply to); not the position table.
+  std::vector<WeightMatrix*> linear_matrices();
+};
+
 struct ModelWeights {
   ModelConfig config;
   WeightMatrix embed_tokens;  // [V, H]
@@ -57,6 +86,7 @@ struct ModelWeights {
   WeightMatrix per_layer_model_projection;  // [L*P, H]
   std::vector<float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
+  VisionWeights vision;
   // The quantized weight type in use (stored in the checkpoint or applied at load), if any.
   std::optional<DType> quantization;
 
@@ -70,8 +100,8 @@ using LoadProgress = std::function<void(size_t, size_t)>;
 
 // Loads config.json and the safetensors of a folder and binds every tensor the text decoder
 // needs, checking names and shapes (InputError naming file and tensor: "missing tensor",
-// "shape [a, b] expected, found [c, d]", unsupported dtype). Vision/audio tensors and unused
-// k/v tensors of KV-shared layers are skipped (logged).
+// "shape [a, b] expected, found [c, d]", unsupported dtype), and the vision tower's when the
+// config has one. Audio tensors and unused k/v tensors of KV-shared layers are skipped (logged).
 ModelWeights load_model_weights(const std::filesystem::path& dir,
                                 const LoadProgress& progress = nullptr);
 

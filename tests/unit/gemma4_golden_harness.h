@@ -155,9 +155,16 @@ class PagedRunner {
 
   int length(int id) const { return seqs_[static_cast<size_t>(id)].len; }
 
-  // One forward over several sequences' new tokens (a ragged batch).
+  // A sequence's image inputs for one step (absolute positions; see SequenceInput).
+  struct ImageInputs {
+    std::vector<EmbeddingRows> embeddings;
+    std::vector<PositionRange> blocks;
+  };
+
+  // One forward over several sequences' new tokens (a ragged batch); `images` is empty or has
+  // one entry per sequence.
   ForwardOutput step(const std::vector<int>& ids, const std::vector<std::vector<int32_t>>& toks,
-                     LogitsWanted wanted) {
+                     LogitsWanted wanted, const std::vector<ImageInputs>& images = {}) {
     std::vector<SequenceInput> batch;
     for (size_t i = 0; i < ids.size(); ++i) {
       Seq& s = seqs_[static_cast<size_t>(ids[i])];
@@ -174,6 +181,10 @@ class PagedRunner {
       in.start_pos = s.len;
       for (int t = 0; t < kNumAttentionTypes; ++t) in.block_tables[t] = s.table[t];
       in.logits = wanted;
+      if (!images.empty()) {
+        in.embeddings = images[i].embeddings;
+        in.vision_blocks = images[i].blocks;
+      }
       batch.push_back(in);
     }
     ForwardOutput out;

@@ -40,8 +40,8 @@ TEST(Gemma4Golden, MoeBlockSize5) {
   run_golden("moe(bs5)", model_dir("moe"), ref_path("moe"), small_options(5));
 }
 
-// The vision model's text tower (= dense) on its text-only cases; image cases are skipped
-// until multimodal input exists.
+// The vision model's text tower (= dense) on its text-only cases; the image cases are in
+// gemma4_vision_golden_test.
 TEST(Gemma4Golden, VisionTextCases) {
   run_golden("vision", model_dir("vision"), ref_path("vision"), small_options(16));
 }

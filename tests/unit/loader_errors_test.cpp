@@ -25,9 +25,11 @@ using testing::TempDir;
 
 constexpr const char* kPrefix = "model.language_model.";
 
-// The tiny preset (PLE, MoE, k_eq_v, KV sharing) shrunk to a 512-token vocabulary.
+// The tiny preset (PLE, MoE, k_eq_v, KV sharing) shrunk to a 512-token vocabulary, without
+// its vision tower (gemma4_vision_test checks the tower's tensors).
 json small_config() {
   json c = test_model_config("tiny");
+  c["vision_config"] = nullptr;
   c["text_config"]["vocab_size"] = 512;
   c["text_config"]["vocab_size_per_layer_input"] = 512;
   return c;

@@ -82,7 +82,7 @@ TEST_F(TinyModel, WritesTheOfficialLayout) {
   const json c = read_json_file(path() / "config.json");
   EXPECT_EQ(c["architectures"], json({"Gemma4ForConditionalGeneration"}));
   EXPECT_EQ(c["model_type"], "gemma4");
-  EXPECT_TRUE(c["vision_config"].is_null());
+  EXPECT_EQ(c["vision_config"]["hidden_size"], 32);  // spec §10's tiny tower
   EXPECT_TRUE(c["audio_config"].is_null());
   EXPECT_EQ(c["text_config"]["vocab_size"], 262144);
   EXPECT_EQ(c["text_config"]["model_type"], "gemma4_text");
@@ -265,14 +265,34 @@ int64_t count_params(const Geometry& g, int64_t* non_embedding = nullptr) {
   return n;
 }
 
+// The vision tower's parameters (spec §4): patch projection, 2-D position table, encoder
+// layers, std buffers or clip bounds, and the projection into the text model (hidden H).
+struct VisionGeometry {
+  int64_t Hv, Iv, L, heads, hd;
+  bool clipped, standardize;
+};
+int64_t count_vision_params(const VisionGeometry& v, int64_t H) {
+  int64_t n = v.Hv * 768 + 2 * 10240 * v.Hv;
+  n += v.L * (4 * v.Hv + 4 * v.heads * v.hd * v.Hv + 2 * v.hd + 3 * v.Iv * v.Hv +
+              (v.clipped ? 7 * 4 : 0));
+  if (v.standardize) n += 2 * v.Hv;
+  return n + H * v.Hv;
+}
+const VisionGeometry kLargeTower{1152, 4304, 27, 16, 72, false, true};
+const VisionGeometry kESeriesTower{768, 3072, 16, 12, 64, true, false};
+
 TEST(MakeTestModel, DryRun31bReportsTheRealParameterCount) {
   const CmdResult r = run_cmd({"--preset", "31b", "--dry-run"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const Geometry g{5376, 21504, 60, 32, 16, 4, 256, 512, 6, true};
-  const int64_t want = count_params(g);
+  const int64_t text = count_params(g);
+  const int64_t want = text + count_vision_params(kLargeTower, 5376);
   EXPECT_EQ(field(r.out, "parameters"), want);
   EXPECT_EQ(field(r.out, "total_bytes"), 2 * want);        // bf16
-  EXPECT_NEAR(static_cast<double>(want), 30.7e9, 0.05e9);  // model card: 30.7B
+  EXPECT_NEAR(static_cast<double>(text), 30.7e9, 0.05e9);  // model card: 30.7B
+  EXPECT_NE(r.out.find("model.vision_tower.encoder.layers.26.mlp.down_proj.linear.weight BF16 "
+                       "[1152, 4304]\n"),
+            std::string::npos);
   EXPECT_NE(r.out.find("model.language_model.layers.59.self_attn.q_proj.weight BF16 "
                        "[16384, 5376]\n"),
             std::string::npos);
@@ -286,12 +306,13 @@ TEST(MakeTestModel, DryRun26bA4bReportsTheRealParameterCount) {
   const CmdResult r = run_cmd({"--preset=26b-a4b", "--dry-run", "--dtype=bf16"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const Geometry g{2816, 2112, 30, 16, 8, 2, 256, 512, 6, true, 0, false, 0, 128, 704};
-  const int64_t want = count_params(g);
+  const int64_t text = count_params(g);
+  const int64_t want = text + count_vision_params(kLargeTower, 2816);
   EXPECT_EQ(field(r.out, "parameters"), want);
   EXPECT_EQ(field(r.out, "total_bytes"), 2 * want);
   const double experts = 30.0 * 128 * 3 * 2816 * 704;  // spec §1: ≈ 22.8B
   EXPECT_NEAR(experts, 22.8e9, 0.05e9);
-  EXPECT_NEAR(static_cast<double>(want), 25.2e9, 0.1e9);  // model card: 25.2B total
+  EXPECT_NEAR(static_cast<double>(text), 25.2e9, 0.1e9);  // model card: 25.2B total
   EXPECT_NE(r.out.find("model.language_model.layers.29.experts.gate_up_proj BF16 "
                        "[128, 1408, 2816]\n"),
             std::string::npos);
@@ -304,7 +325,8 @@ TEST(MakeTestModel, E2bAndE4bMatchTheSpec) {
   int64_t non_embedding = 0;
   const Geometry e2b{1536, 6144, 35, 8, 1, 1, 256, 512, 5, false, 20, true, 256};
   const TestModelSpec s = make_test_model_spec("e2b", DType::kBF16);
-  EXPECT_EQ(s.num_parameters(), count_params(e2b, &non_embedding));
+  EXPECT_EQ(s.num_parameters(),
+            count_params(e2b, &non_embedding) + count_vision_params(kESeriesTower, 1536));
   EXPECT_NEAR(static_cast<double>(non_embedding), 1.88e9, 0.01e9);  // spec §1 sanity check
   const TensorSpec* ple = nullptr;
   for (const auto& t : s.tensors) {
@@ -313,7 +335,8 @@ TEST(MakeTestModel, E2bAndE4bMatchTheSpec) {
   ASSERT_NE(ple, nullptr);
   EXPECT_EQ(ple->shape, (std::vector<int64_t>{262144, 8960}));
   const Geometry e4b{2560, 10240, 42, 8, 2, 2, 256, 512, 6, false, 18, false, 256};
-  EXPECT_EQ(make_test_model_spec("e4b", DType::kBF16).num_parameters(), count_params(e4b));
+  EXPECT_EQ(make_test_model_spec("e4b", DType::kBF16).num_parameters(),
+            count_params(e4b) + count_vision_params(kESeriesTower, 2560));
   // f32 doubles the bytes.
   EXPECT_EQ(make_test_model_spec("e2b", DType::kF32).total_bytes(), 2 * s.total_bytes());
 }

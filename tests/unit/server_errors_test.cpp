@@ -142,10 +142,11 @@ std::vector<BadRequest> bad_requests() {
       {"bad image url", "POST", H,
        R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x/y.png"}}]}]})",
        400, "BadRequestError", "messages", true, "Invalid image URL"},
-      {"image on a model without vision", "POST", H,
+      // The tiny preset has a vision tower now; the engine does not take images yet.
+      {"image before image serving exists", "POST", H,
        R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":")" + png +
            R"("}}]}]})",
-       400, "BadRequestError", "messages", true, "no vision encoder"},
+       501, "NotImplementedError", std::nullopt, true, "Image input is not implemented"},
       {"tools not a list", "POST", H, chat(R"("tools":"x")"), 400, "BadRequestError", "tools"},
       {"tool without function", "POST", H, chat(R"("tools":[{"type":"function"}])"), 400,
        "BadRequestError", "tools"},

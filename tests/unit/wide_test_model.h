@@ -15,11 +15,13 @@
 
 namespace gemmaserve::testing {
 
-// Writes `config` and random weights of `dtype` (model.safetensors) into `dir`; returns dir.
+// Writes `config` and random weights of `dtype` (model.safetensors, with the vision tower when
+// the config has one) into `dir`; returns dir.
 inline std::filesystem::path write_model_of_config(const std::filesystem::path& dir,
                                                    const nlohmann::json& config, DType dtype) {
   const ModelConfig mc = parse_model_config(config, "wide test model");
   std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
+  for (TestTensor& t : vision_tower_tensors(mc, dtype)) tensors.push_back(std::move(t));
   std::vector<TensorSpec> specs;
   for (const auto& x : tensors) specs.push_back(x.spec);
   write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
