@@ -8,6 +8,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/chat_template_command.h"
+#include "cli/eval_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/quantize_command.h"
@@ -32,6 +33,7 @@ constexpr const char* kUsage =
     "  quantize IN_DIR OUT_DIR   write a q8_0/q4_0/q4_k quantized copy of a checkpoint\n"
     "  bench quality MODEL_DIR   quantized weights or bf16 activations vs f32 (top-1, KL)\n"
     "  render-chat-template      render a chat template over conversations (JSON)\n"
+    "  eval arithmetic MODEL_DIR the demo model's held-out arithmetic accuracy per weight/KV type\n"
     "  --version                 print the version\n"
     "run 'gemmaserve <command> --help' for a command's options\n";
 
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
       {"make-test-model", gemmaserve::run_make_test_model_command},
       {"quantize", gemmaserve::run_quantize_command},
       {"render-chat-template", gemmaserve::run_render_chat_template_command},
+      {"eval", gemmaserve::run_eval_command},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
