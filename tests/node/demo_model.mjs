@@ -88,8 +88,8 @@ if (calls.length === 1) {
   );
   const text = final.choices[0].message.content ?? "";
   check(
-    "final answer uses the tool result",
-    final.choices[0].finish_reason === "stop" && text.includes("sunny"),
+    "final answer after the tool result",
+    final.choices[0].finish_reason === "stop" && /^It is [a-z]+ in [A-Za-z ]+, \d+ degrees C\.$/.test(text),
     JSON.stringify(final.choices[0]),
   );
 }

@@ -13,7 +13,7 @@ MODEL="$ROOT/models/gemma4-demo"
 NODE_DIR="$ROOT/tests/node"
 # The committed model's measured exact share (docs/demo_model/README.md) less a margin: a floor
 # against engine regressions. Issue 26's goal is 0.95; the current model does not reach it.
-MIN_ACCURACY=0.04
+MIN_ACCURACY=0.12
 
 skip() {
   if [ "${CI:-}" = "true" ]; then
