@@ -8,6 +8,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/chat_template_command.h"
+#include "cli/eval_command.h"
 #include "cli/generate_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/preprocess_image_command.h"
@@ -34,6 +35,7 @@ constexpr const char* kUsage =
     "  bench quality MODEL_DIR   quantized weights or bf16 activations vs f32 (top-1, KL)\n"
     "  render-chat-template      render a chat template over conversations (JSON)\n"
     "  preprocess-image FILE     decode an image; print Gemma 4's resize and soft-token count\n"
+    "  eval arithmetic MODEL_DIR the demo model's held-out arithmetic accuracy per weight/KV type\n"
     "  --version                 print the version\n"
     "run 'gemmaserve <command> --help' for a command's options\n";
 
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
       {"quantize", gemmaserve::run_quantize_command},
       {"render-chat-template", gemmaserve::run_render_chat_template_command},
       {"preprocess-image", gemmaserve::run_preprocess_image_command},
+      {"eval", gemmaserve::run_eval_command},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
