@@ -447,9 +447,11 @@ TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
   if (dtype_is_quantized(dtype)) {
     std::map<std::string, DType> stored;
     for (TestTensor& t : spec.tensors) {
+      // Scalars (the vision tower's clip bounds) and vectors stay in float.
+      if (t.spec.shape.size() < 2 || !is_quantizable_tensor(t.key)) continue;
       const int64_t cols = t.spec.shape.back();
       const std::optional<DType> fit = block_fit_type(tensor_quant_type(dtype, t.key), cols);
-      if (t.spec.shape.size() < 2 || !is_quantizable_tensor(t.key) || !fit) continue;
+      if (!fit) continue;
       const DType type = *fit;
       t.quantized = type;
       t.cols = cols;
