@@ -247,7 +247,6 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   ServingContext ctx{engine, opt, metrics};
   ctx.generation =
       resolve_generation_defaults(model, ea.generation_config, ea.override_generation_config);
-  ctx.created_at = unix_time_now();
   ctx.gemma4 = engine.model_config().model_type.rfind("gemma4", 0) == 0;
   ctx.reasoning_parser = parser_enabled("--reasoning-parser", opt.reasoning_parser, ctx.gemma4);
   ctx.tool_parser = parser_enabled("--tool-call-parser", opt.tool_call_parser, ctx.gemma4);

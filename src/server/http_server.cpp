@@ -16,6 +16,7 @@
 #include "server/chat_rendering.h"
 #include "server/serving_chat.h"
 #include "server/serving_completions.h"
+#include "server/serving_tokenization.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -164,6 +165,16 @@ ordered_json parse_body(const httplib::Request& req) {
   }
 }
 
+// The body of a completions or chat request; vLLM names the response after an X-Request-Id
+// header first, then the body's request_id.
+ordered_json parse_generation_body(const httplib::Request& req) {
+  ordered_json body = parse_body(req);
+  if (body.is_object() && req.has_header("X-Request-Id")) {
+    body["request_id"] = req.get_header_value("X-Request-Id");
+  }
+  return body;
+}
+
 // Runs a route, turning every exception into an OpenAI error response: the one place.
 void guarded(httplib::Response& res, const std::function<void()>& route) {
   try {
@@ -273,12 +284,13 @@ void HttpServer::register_routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+    const int64_t now = unix_time_now();  // vLLM's ModelCard: the time of the call
     ordered_json data = ordered_json::array();
     for (const std::string& name : ctx.options.served_model_names) {
       ordered_json perm;
       perm["id"] = random_request_id("modelperm-");
       perm["object"] = "model_permission";
-      perm["created"] = ctx.created_at;
+      perm["created"] = now;
       perm["allow_create_engine"] = false;
       perm["allow_sampling"] = true;
       perm["allow_logprobs"] = true;
@@ -291,7 +303,7 @@ void HttpServer::register_routes() {
       ordered_json m;
       m["id"] = name;
       m["object"] = "model";
-      m["created"] = ctx.created_at;
+      m["created"] = now;
       m["owned_by"] = "vllm";
       m["root"] = ctx.engine.args().model;
       m["parent"] = nullptr;
@@ -302,76 +314,17 @@ void HttpServer::register_routes() {
     send_json(res, 200, ordered_json{{"object", "list"}, {"data", data}});
   });
   s.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { send_serving_response(res, serve_completion(ctx, parse_body(req))); });
+    guarded(res,
+            [&] { send_serving_response(res, serve_completion(ctx, parse_generation_body(req))); });
   });
   s.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { send_serving_response(res, serve_chat(ctx, parse_body(req))); });
+    guarded(res, [&] { send_serving_response(res, serve_chat(ctx, parse_generation_body(req))); });
   });
   s.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      const ordered_json body = parse_body(req);
-      if (!body.is_object()) throw bad_request("The request body must be a JSON object.");
-      const Tokenizer* tok = ctx.engine.tokenizer();
-      if (tok == nullptr) throw bad_request("this model has no tokenizer");
-      check_model_name(ctx, body.contains("model") && body["model"].is_string()
-                                ? std::optional<std::string>(body["model"].get<std::string>())
-                                : std::nullopt);
-      std::vector<int32_t> ids;
-      if (body.contains("messages")) {
-        if (!ctx.chat_template) throw bad_request("this model has no chat template", "messages");
-        ChatPromptInput in;
-        in.messages = body["messages"];
-        if (!in.messages.is_array() || in.messages.empty()) {
-          throw bad_request("messages must be a non-empty list", "messages");
-        }
-        in.tools = body.value("tools", ordered_json(nullptr));
-        in.add_generation_prompt = body.value("add_generation_prompt", true);
-        in.continue_final_message = body.value("continue_final_message", false);
-        in.default_kwargs = ctx.options.default_chat_template_kwargs;
-        in.kwargs = body.value("chat_template_kwargs", ordered_json::object());
-        in.gemma4 = ctx.gemma4;
-        in.add_special_tokens = body.value("add_special_tokens", false);
-        ids =
-            ctx.engine.prompt_with_bos(render_chat_prompt(*ctx.chat_template, *tok, in).token_ids);
-      } else if (body.contains("prompt") && body["prompt"].is_string()) {
-        // The model sees one <bos> first whatever add_special_tokens says (the engine's rule).
-        ids = ctx.engine.encode_prompt(body["prompt"].get<std::string>());
-      } else {
-        throw bad_request("prompt: Input should be a valid string (or pass messages)", "prompt");
-      }
-      ordered_json out;
-      out["count"] = ids.size();
-      out["max_model_len"] = ctx.engine.max_model_len();
-      out["tokens"] = ids;
-      if (body.value("return_token_strs", false)) {
-        ordered_json strs = ordered_json::array();
-        for (int32_t id : ids) strs.push_back(std::string(tok->id_to_piece(id)));
-        out["token_strs"] = std::move(strs);
-      } else {
-        out["token_strs"] = nullptr;
-      }
-      send_json(res, 200, out);
-    });
+    guarded(res, [&] { send_json(res, 200, serve_tokenize(ctx, parse_body(req))); });
   });
   s.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      const ordered_json body = parse_body(req);
-      if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
-        throw bad_request("tokens: Input should be a valid list of token ids", "tokens");
-      }
-      const Tokenizer* tok = ctx.engine.tokenizer();
-      if (tok == nullptr) throw bad_request("this model has no tokenizer");
-      std::vector<int32_t> ids;
-      for (const auto& t : body["tokens"]) {
-        if (!t.is_number_integer()) throw bad_request("tokens must be integers", "tokens");
-        const int64_t id = t.get<int64_t>();
-        if (id < 0 || id >= ctx.engine.vocab_size()) {
-          throw bad_request("Token id " + std::to_string(id) + " is out of vocabulary", "tokens");
-        }
-        ids.push_back(static_cast<int32_t>(id));
-      }
-      send_json(res, 200, ordered_json{{"prompt", tok->decode(ids, false)}});
-    });
+    guarded(res, [&] { send_json(res, 200, serve_detokenize(ctx, parse_body(req))); });
   });
   s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {

@@ -466,10 +466,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   if (auto v = f.get_bool("add_generation_prompt")) r.add_generation_prompt = *v;
   if (auto v = f.get_bool("continue_final_message")) r.continue_final_message = *v;
   if (r.add_generation_prompt && r.continue_final_message) {
-    throw bad_request(
-        "Cannot set both `continue_final_message` and `add_generation_prompt` to "
-        "True.",
-        "continue_final_message");
+    throw bad_request(kBothGenerationFlagsMessage, "continue_final_message");
   }
   if (const auto* kw = f.raw("chat_template_kwargs")) {
     if (!kw->is_object()) {

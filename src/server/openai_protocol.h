@@ -13,6 +13,10 @@
 
 namespace gemmaserve {
 
+// vLLM's 400 when a chat request sets both add_generation_prompt and continue_final_message.
+inline constexpr const char* kBothGenerationFlagsMessage =
+    "Cannot set both `continue_final_message` and `add_generation_prompt` to True.";
+
 struct StreamOptions {
   bool include_usage = false;
   bool continuous_usage_stats = false;

@@ -384,23 +384,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
                    "Image input is not implemented in gemmaserve yet (text-only serving).");
   }
   std::optional<ChatTemplate> request_template;
-  if (req.chat_template) {
-    if (!ctx.options.trust_request_chat_template) {
-      throw bad_request(
-          "Chat template is passed with request, but --trust-request-chat-template "
-          "is not set. Refused request with untrusted chat template.",
-          "chat_template");
-    }
-    request_template = ChatTemplate::parse(*req.chat_template, "request chat_template");
-  }
-  const ChatTemplate* tmpl =
-      request_template ? &*request_template : (ctx.chat_template ? &*ctx.chat_template : nullptr);
-  if (tmpl == nullptr) {
-    throw bad_request(
-        "As of transformers v4.44, default chat template is no longer allowed, so "
-        "you must provide a chat template if the tokenizer does not define one.",
-        "chat_template");
-  }
+  const ChatTemplate* tmpl = &select_chat_template(ctx, req.chat_template, request_template);
   ChatPromptInput in;
   in.messages = req.messages;
   in.tools = req.tools.is_array() ? req.tools : ordered_json(nullptr);

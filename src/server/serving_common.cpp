@@ -95,6 +95,28 @@ void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
   }
 }
 
+const ChatTemplate& select_chat_template(const ServingContext& ctx,
+                                         const std::optional<std::string>& request_template,
+                                         std::optional<ChatTemplate>& storage) {
+  if (request_template) {
+    if (!ctx.options.trust_request_chat_template) {
+      throw bad_request(
+          "Chat template is passed with request, but --trust-request-chat-template "
+          "is not set. Refused request with untrusted chat template.",
+          "chat_template");
+    }
+    storage = ChatTemplate::parse(*request_template, "request chat_template");
+    return *storage;
+  }
+  if (!ctx.chat_template) {
+    throw bad_request(
+        "As of transformers v4.44, default chat template is no longer allowed, so "
+        "you must provide a chat template if the tokenizer does not define one.",
+        "chat_template");
+  }
+  return *ctx.chat_template;
+}
+
 std::string logprob_token_text(const ServingContext& ctx, int32_t id, bool as_token_id) {
   const Tokenizer* tok = ctx.engine.tokenizer();
   if (as_token_id || tok == nullptr) return "token_id:" + std::to_string(id);

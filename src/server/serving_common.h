@@ -34,7 +34,6 @@ struct ServingContext {
   bool reasoning_parser = false;              // thinking -> reasoning
   bool tool_parser = false;                   // tool calls -> tool_calls
   std::string bos_token, eos_token;           // token texts for the template
-  int64_t created_at = 0;                     // server start (unix seconds), for /v1/models
   const std::string& model_name() const { return options.served_model_names.front(); }
 };
 
@@ -64,6 +63,12 @@ int resolve_max_tokens(const ServingContext& ctx, int prompt_len, std::optional<
 // with truncation_side "right").
 void prepare_prompt_ids(const ServingContext& ctx, std::vector<int32_t>& ids,
                         std::optional<int> truncate_prompt_tokens, bool keep_first = false);
+
+// The chat template a request renders with: its own `chat_template` (parsed into `storage`; 400
+// unless --trust-request-chat-template) or the server's (400 when there is none).
+const ChatTemplate& select_chat_template(const ServingContext& ctx,
+                                         const std::optional<std::string>& request_template,
+                                         std::optional<ChatTemplate>& storage);
 
 // The text of one token as vLLM shows it in logprobs ("token_id:N" when asked).
 std::string logprob_token_text(const ServingContext& ctx, int32_t id, bool as_token_id);

@@ -194,6 +194,15 @@ std::vector<BadRequest> bad_requests() {
        "tokens"},
       {"tokenize without prompt", "POST", "/tokenize", R"({"x":1})", 400, "BadRequestError",
        "prompt"},
+      {"tokenize both generation flags", "POST", "/tokenize",
+       R"({"messages":[{"role":"user","content":"x"}],"add_generation_prompt":true,"continue_final_message":true})",
+       400, "BadRequestError", "continue_final_message", true,
+       "Cannot set both `continue_final_message` and `add_generation_prompt` to True."},
+      {"tokenize untrusted chat_template", "POST", "/tokenize",
+       R"({"messages":[{"role":"user","content":"x"}],"chat_template":"{{ messages }}"})", 400,
+       "BadRequestError", "chat_template", true, "Refused request with untrusted chat template."},
+      {"detokenize unknown model", "POST", "/detokenize", R"({"model":"nope","tokens":[2]})", 404,
+       "NotFoundError", "model", true, "The model `nope` does not exist."},
   };
 }
 

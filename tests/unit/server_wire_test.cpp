@@ -3,6 +3,8 @@
 // whole responses and chunks, usage chunks, request_id, return_prompt_text, and the 401 body.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +15,12 @@
 
 namespace gemmaserve::testing {
 namespace {
+
+int64_t unix_seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 using json = nlohmann::ordered_json;
 
@@ -41,7 +49,8 @@ class ServerWireTest : public TinyChatServerTest<ServerWireTest> {
             "--tool-call-parser",
             "gemma4",
             "--reasoning-parser",
-            "gemma4"};
+            "gemma4",
+            "--trust-request-chat-template"};
   }
 
  protected:
@@ -304,6 +313,46 @@ TEST_F(ServerWireTest, CompletionRequestIdAndUsageChunk) {
             (Keys{"prompt_tokens", "total_tokens", "completion_tokens"}));
 }
 
+TEST_F(ServerWireTest, XRequestIdHeaderNamesTheResponseBeforeTheBodyField) {
+  httplib::Headers h = auth();
+  h.emplace("X-Request-Id", "from-header");
+  auto c = post_raw("/v1/completions", completion_body({{"request_id", "from-body"}}).dump(), h);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->status, 200) << c->body;
+  EXPECT_EQ(json::parse(c->body)["id"], "cmpl-from-header");
+  auto chat = post_raw("/v1/chat/completions", chat_body({}).dump(), h);
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(json::parse(chat->body)["id"], "chatcmpl-from-header");
+}
+
+TEST_F(ServerWireTest, ModelsCreatedIsTheTimeOfTheCall) {
+  httplib::Client c("127.0.0.1", server_->port());
+  const int64_t before = unix_seconds_now();
+  auto r = c.Get("/v1/models", auth());
+  const int64_t after = unix_seconds_now();
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const json card = json::parse(r->body)["data"][0];
+  EXPECT_GE(card["created"].get<int64_t>(), before);
+  EXPECT_LE(card["created"].get<int64_t>(), after);
+  EXPECT_EQ(card["permission"][0]["created"], card["created"]);
+}
+
+TEST_F(ServerWireTest, TokenizeRendersWithATrustedRequestChatTemplate) {
+  // This server trusts request templates (ServerErrorsTest's refuses them).
+  const json messages = json::array({{{"role", "user"}, {"content", "Say hi"}}});
+  const json with_template =
+      post("/tokenize", {{"messages", messages},
+                         {"chat_template",
+                          "{{ bos_token }}[{% for m in messages %}{{ m.content "
+                          "}}{% endfor %}]"}});
+  const json as_text = post("/tokenize", {{"prompt", "[Say hi]"}});
+  EXPECT_EQ(with_template["tokens"], as_text["tokens"]);
+  const json with_server_template = post("/tokenize", {{"messages", messages}});
+  EXPECT_NE(with_server_template["tokens"], as_text["tokens"]);
+}
+
 TEST_F(ServerWireTest, CompletionEchoOfNoTokensCountsTheTokenVllmRuns) {
   // vLLM runs one token for echo + max_tokens 0, returns only the prompt, and counts the token.
   const json r =
@@ -334,7 +383,8 @@ TEST_F(ServerWireTest, TruncationSideRightKeepsTheStart) {
   const json left = post("/v1/completions", completion_body({{"prompt", ids},
                                                              {"truncate_prompt_tokens", 3},
                                                              {"return_token_ids", true}}));
-  EXPECT_EQ(left["choices"][0]["prompt_token_ids"], json({103, 104, 105}));
+  // The default side keeps the end, with the <bos> first among the kept (README's BOS rule).
+  EXPECT_EQ(left["choices"][0]["prompt_token_ids"], json({2, 104, 105}));
   const json right = post("/v1/completions", completion_body({{"prompt", ids},
                                                               {"truncate_prompt_tokens", 3},
                                                               {"truncation_side", "right"},
