@@ -79,7 +79,8 @@ float max_diff(const std::vector<float>& a, const nlohmann::json& b) {
 
 TEST(DemoModel, TokenizerMatchesTrainingScript) {
   const Tokenizer tok = Tokenizer::from_path(demo_dir());
-  for (const auto& c : reference()["cases"]) {
+  const nlohmann::json ref = reference();  // kept alive: the loop ranges over a member
+  for (const auto& c : ref["cases"]) {
     EXPECT_EQ(tok.encode(c["prompt"].get<std::string>(), false, true),
               c["ids"].get<std::vector<int32_t>>())
         << c["prompt"];
@@ -88,7 +89,8 @@ TEST(DemoModel, TokenizerMatchesTrainingScript) {
 
 TEST(DemoModel, PrefillLogitsMatchTorch) {
   Runner runner;
-  for (const auto& c : reference()["cases"]) {
+  const nlohmann::json ref = reference();
+  for (const auto& c : ref["cases"]) {
     const auto rows = runner.run(c["ids"].get<std::vector<int32_t>>(), 0);
     const auto positions = c["positions"].get<std::vector<size_t>>();
     for (size_t i = 0; i < positions.size(); ++i) {
@@ -101,7 +103,8 @@ TEST(DemoModel, PrefillLogitsMatchTorch) {
 
 TEST(DemoModel, DecodeLogitsMatchTorch) {
   Runner runner;
-  for (const auto& c : reference()["cases"]) {
+  const nlohmann::json ref = reference();
+  for (const auto& c : ref["cases"]) {
     const auto ids = c["ids"].get<std::vector<int32_t>>();
     const auto rows = runner.run(ids, 1);  // one token per step
     ASSERT_EQ(rows.size(), 1u);
