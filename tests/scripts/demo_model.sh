@@ -15,14 +15,8 @@ NODE_DIR="$ROOT/tests/node"
 # against engine regressions. Issue 26's goal is 0.95; the current model does not reach it.
 MIN_ACCURACY=0.12
 
-skip() {
-  if [ "${CI:-}" = "true" ]; then
-    echo "FAIL: $1 (required under CI)"
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+# shellcheck source=lib/skip.sh
+source "$(dirname "$0")/lib/skip.sh"
 command -v node >/dev/null || skip "node is not installed (run scripts/setup)"
 command -v curl >/dev/null || skip "curl is not installed (run scripts/setup)"
 [ -d "$NODE_DIR/node_modules/openai" ] || skip "npm packages missing (run scripts/setup)"

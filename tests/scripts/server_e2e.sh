@@ -11,14 +11,8 @@ ROOT="$2"
 # shellcheck source=lib/tiny_server.sh
 source "$(dirname "$0")/lib/tiny_server.sh"  # SHARED VOCAB TEMPLATE, the server
 
-skip() {
-  if [ "${CI:-}" = "true" ]; then
-    echo "FAIL: $1 (required under CI)"
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+# shellcheck source=lib/skip.sh
+source "$(dirname "$0")/lib/skip.sh"
 
 NODE_DIR="$ROOT/tests/node"
 [ -f "$VOCAB" ] || skip "shared data missing: $VOCAB"

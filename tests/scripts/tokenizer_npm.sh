@@ -7,14 +7,8 @@ set -euo pipefail
 BIN="$1"
 ROOT="$2"
 
-skip() {
-  if [ "${CI:-}" = "true" ]; then
-    echo "FAIL: $1 (required under CI)"
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+# shellcheck source=lib/skip.sh
+source "$(dirname "$0")/lib/skip.sh"
 
 SHARED="${GEMMASERVE_SHARED:-$ROOT/../shared}"
 VOCAB="$SHARED/data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf"
