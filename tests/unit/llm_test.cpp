@@ -81,25 +81,31 @@ TEST(Llm, GenerateOptionsReportAbortAndFillTheContext) {
   EXPECT_EQ(reported, (std::vector<size_t>{0, 1}));
 
   // keep_going false: every request of the call ends with "abort", and the engine is empty.
+  // The hook is asked only while requests run: 4000 steps cannot end before the first (immediate)
+  // ask, where 60 once did on a fast, idle machine.
+  EngineArgs long_args = tiny_args("dense");
+  long_args.max_model_len = 4096;
+  LLM long_llm(long_args);
   SamplingParams long_run = to_context;
-  long_run.max_tokens = 60;
+  long_run.max_tokens = 4000;
   GenerateOptions stop;
-  stop.poll_interval = std::chrono::milliseconds(0);  // asked at once: 60 steps cannot be done
+  stop.poll_interval = std::chrono::milliseconds(0);  // asked at once
   stop.keep_going = [] { return false; };
   const auto aborted =
-      llm.generate({Prompt::from_ids({2, 5}), Prompt::from_ids({2, 6})}, {long_run}, stop);
+      long_llm.generate({Prompt::from_ids({2, 5}), Prompt::from_ids({2, 6})}, {long_run}, stop);
   for (const RequestOutput& r : aborted) {
     EXPECT_EQ(r.outputs[0].finish_reason, "abort");
-    EXPECT_LT(r.outputs[0].token_ids.size(), 60u);
+    EXPECT_LT(r.outputs[0].token_ids.size(), 4000u);
   }
   // A hook that throws: the requests are aborted and the exception reaches the caller.
   GenerateOptions failing;
   failing.poll_interval = std::chrono::milliseconds(0);
   failing.keep_going = []() -> bool { throw std::runtime_error("interrupted"); };
-  EXPECT_THROW(llm.generate({Prompt::from_ids({2, 5})}, {long_run}, failing), std::runtime_error);
-  EXPECT_EQ(llm.engine().stats().num_running + llm.engine().stats().num_waiting, 0);
+  EXPECT_THROW(long_llm.generate({Prompt::from_ids({2, 5})}, {long_run}, failing),
+               std::runtime_error);
+  EXPECT_EQ(long_llm.engine().stats().num_running + long_llm.engine().stats().num_waiting, 0);
   try {
-    llm.generate({Prompt::from_ids({2, 5})}, {long_run, long_run}, {});
+    llm.generate({Prompt::from_ids({2, 5})}, {short_run, short_run}, {});
     FAIL() << "accepted two params for one prompt";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(), "The lengths of prompts and params must be the same.");
