@@ -39,6 +39,16 @@ constexpr const char* kUsage =
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
     "  --limit-mm-per-prompt JSON  --max-logprobs N (20)\n"
+    "images in chat (image_url parts; data: URLs always work):\n"
+    "  --allowed-local-media-path DIR     allow file:// URLs under DIR (refused without it)\n"
+    "  --allowed-media-domains HOST...    http(s) image URLs (and their redirects) only from\n"
+    "                                     these hosts (default: any host)\n"
+    "  --image-fetch-timeout S            seconds for one http(s) image fetch, redirects\n"
+    "                                     included (env VLLM_IMAGE_FETCH_TIMEOUT, default 5)\n"
+    "  --disable-media-url-redirects      do not follow redirects of image URLs (also env\n"
+    "                                     VLLM_MEDIA_URL_ALLOW_REDIRECTS=0)\n"
+    "  --disable-media-url-fetch          no network fetches at all: http(s) image URLs get a\n"
+    "                                     400; data: and allowed file:// URLs still work\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
     "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
@@ -84,7 +94,8 @@ const std::vector<std::string>& ignored_bool_flags() {
   return flags;
 }
 
-// vLLM's nargs="+" for --served-model-name and its short aliases, rewritten for ArgParser.
+// vLLM's nargs="+" flags (--served-model-name, --allowed-media-domains) and its short aliases,
+// rewritten for ArgParser.
 std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -95,14 +106,14 @@ std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
       out.push_back("--pipeline-parallel-size");
     } else if (a == "-q") {
       out.push_back("--quantization");
-    } else if (a == "--served-model-name") {
+    } else if (a == "--served-model-name" || a == "--allowed-media-domains") {
       bool any = false;
       while (i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) {
         out.push_back(a);
         out.push_back(args[++i]);
         any = true;
       }
-      if (!any) throw InputError("flag --served-model-name needs a value");
+      if (!any) throw InputError("flag " + a + " needs a value");
     } else {
       out.push_back(a);
     }
@@ -133,6 +144,30 @@ bool parser_enabled(const std::string& flag, const std::string& value, bool gemm
   throw InputError(flag + ": unknown parser '" + value + "' (gemmaserve has gemma4 and none)");
 }
 
+// The media room's settings from the flags and vLLM's environment variables.
+media::MediaConnectorOptions media_options(const ArgParser& p) {
+  media::MediaConnectorOptions m;
+  m.allowed_local_media_path = p.get("--allowed-local-media-path").value_or("");
+  m.allowed_media_domains = p.all("--allowed-media-domains");
+  double timeout = m.fetch_timeout_s;
+  if (const char* env = std::getenv("VLLM_IMAGE_FETCH_TIMEOUT"); env && *env) {
+    try {
+      timeout = std::stod(env);
+    } catch (const std::exception&) {
+      throw InputError(std::string("VLLM_IMAGE_FETCH_TIMEOUT must be a number, got '") + env + "'");
+    }
+  }
+  m.fetch_timeout_s = p.get_double("--image-fetch-timeout", timeout);
+  if (!(m.fetch_timeout_s > 0)) throw InputError("--image-fetch-timeout must be positive");
+  if (const char* env = std::getenv("VLLM_MEDIA_URL_ALLOW_REDIRECTS"); env && *env) {
+    const std::string v = env;
+    m.allow_redirects = !(v == "0" || v == "false" || v == "False");
+  }
+  if (p.get_flag("--disable-media-url-redirects")) m.allow_redirects = false;
+  m.disable_url_fetch = p.get_flag("--disable-media-url-fetch");
+  return m;
+}
+
 }  // namespace
 
 int run_serve_command(const std::vector<std::string>& raw_args) {
@@ -143,6 +178,9 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--limit-mm-per-prompt").value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
   p.value("--max-logprobs").value("--max-connections");
+  p.value("--allowed-local-media-path").value("--allowed-media-domains");
+  p.value("--image-fetch-timeout");
+  p.flag("--disable-media-url-fetch").flag("--disable-media-url-redirects");
   p.flag("--trust-request-chat-template").flag("--enable-auto-tool-choice");
   p.flag("--disable-log-requests").flag("--help", {"-h"});
   for (const auto& f : ignored_value_flags()) p.value(f);
@@ -216,6 +254,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.max_request_size_bytes = static_cast<size_t>(size_mb) << 20;
   opt.max_logprobs = p.get_int("--max-logprobs", opt.max_logprobs);
   opt.max_connections = p.get_int("--max-connections", opt.max_connections);
+  opt.media = media_options(p);
   const EngineArgs ea = engine_args_from_flags(p, model);
   opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
   if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");

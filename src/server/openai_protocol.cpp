@@ -4,8 +4,12 @@
 #include <cmath>
 #include <string_view>
 
+#include "core/error.h"
+#include "core/logging.h"
 #include "core/python_text.h"
+#include "model/gemma4_image_processor.h"
 #include "server/api_error.h"
+#include "server/chat_images.h"
 #include "server/request_fields.h"
 
 namespace gemmaserve {
@@ -255,33 +259,11 @@ std::vector<PromptInput> parse_prompts(const ordered_json* prompt) {
   return out;
 }
 
-void check_image_url(const ordered_json& part) {
-  const ordered_json* url = nullptr;
-  if (part.contains("image_url")) {
-    const ordered_json& iu = part["image_url"];
-    if (iu.is_string()) url = &iu;
-    if (iu.is_object() && iu.contains("url")) url = &iu["url"];
-  }
-  if (url == nullptr || !url->is_string()) {
-    throw bad_request("image_url content parts need image_url.url (a string)", "messages");
-  }
-  const std::string u = url->get<std::string>();
-  const bool data_url = u.rfind("data:image/", 0) == 0 && u.find(";base64,") != std::string::npos;
-  const bool web_url = u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0;
-  if (!data_url && !web_url) {
-    throw bad_request(
-        "Invalid image URL: expected a data:image/...;base64, URL or http(s) URL, "
-        "got '" +
-            u.substr(0, 64) + "'",
-        "messages");
-  }
-}
-
-// Checks the message list's shape; reports whether it holds image parts.
-bool check_messages(const ordered_json& messages) {
+// Checks the message list's shape; returns the image parts' URLs in order.
+std::vector<std::string> check_messages(const ordered_json& messages) {
   if (!messages.is_array()) throw bad_request("messages: Input should be a valid list", "messages");
   if (messages.empty()) throw bad_request("messages must contain at least one message", "messages");
-  bool images = false;
+  std::vector<std::string> image_urls;
   for (const auto& m : messages) {
     if (!m.is_object()) throw bad_request("messages: each message must be an object", "messages");
     if (!m.contains("role") || !m["role"].is_string()) {
@@ -295,6 +277,10 @@ bool check_messages(const ordered_json& messages) {
                         "messages");
     }
     for (const auto& part : c) {
+      if (is_image_part(part)) {
+        image_urls.push_back(image_part_url(part));
+        continue;
+      }
       if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
         throw bad_request("messages: each content part needs a 'type'", "messages");
       }
@@ -303,9 +289,6 @@ bool check_messages(const ordered_json& messages) {
         if (!part.contains("text") || !part["text"].is_string()) {
           throw bad_request("messages: text content parts need a 'text' string", "messages");
         }
-      } else if (type == "image_url" || type == "image") {
-        if (type == "image_url") check_image_url(part);
-        images = true;
       } else if (type == "input_audio" || type == "audio_url" || type == "video_url") {
         throw bad_request("Content part type '" + type + "' is not supported by this model.",
                           "messages");
@@ -314,7 +297,32 @@ bool check_messages(const ordered_json& messages) {
       }
     }
   }
-  return images;
+  return image_urls;
+}
+
+// vLLM's per-request mm_processor_kwargs; Gemma 4's processor reads max_soft_tokens.
+std::optional<int> parse_max_soft_tokens(const ordered_json& kwargs) {
+  if (!kwargs.is_object()) {
+    throw bad_request("mm_processor_kwargs: Input should be a valid dictionary",
+                      "mm_processor_kwargs");
+  }
+  std::optional<int> budget;
+  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
+    if (it.key() != "max_soft_tokens") {
+      GS_LOG_WARNING << "mm_processor_kwargs." << it.key()
+                     << " is not a Gemma 4 image processor setting; ignored";
+      continue;
+    }
+    if (it->is_null()) continue;
+    const int64_t v = json_to_int(*it, "mm_processor_kwargs");
+    try {
+      validate_gemma4_max_soft_tokens(static_cast<int>(std::clamp<int64_t>(v, -1, 1 << 20)));
+    } catch (const InputError& e) {
+      throw bad_request(std::string("mm_processor_kwargs: ") + e.what(), "mm_processor_kwargs");
+    }
+    budget = static_cast<int>(v);
+  }
+  return budget;
 }
 
 void check_tools(const ordered_json& tools) {
@@ -431,7 +439,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   parse_generation_fields(f, r, /*chat=*/true);
   const ordered_json* messages = f.raw("messages");
   if (messages == nullptr) throw bad_request("messages: Field required", "messages");
-  r.has_images = check_messages(*messages);
+  r.image_urls = check_messages(*messages);
   r.messages = *messages;
   if (const auto* tools = f.raw("tools")) {
     check_tools(*tools);
@@ -483,7 +491,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
       throw bad_request("documents: Input should be a valid list", "documents");
     r.documents = *docs;
   }
-  f.raw("mm_processor_kwargs");
+  if (const auto* kw = f.raw("mm_processor_kwargs")) r.max_soft_tokens = parse_max_soft_tokens(*kw);
   if (auto v = f.get_bool("return_prompt_text")) r.return_prompt_text = *v;
   r.ignored_fields = f.unread();
   return r;

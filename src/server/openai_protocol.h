@@ -66,10 +66,11 @@ struct ChatRequest : GenerationRequest {
   std::optional<std::string> chat_template;
   std::optional<std::string> reasoning_effort;
   bool include_reasoning = true;
-  nlohmann::ordered_json documents;  // null or an array
-  bool has_images = false;           // some content part is an image
-  bool return_prompt_text = false;   // the rendered prompt as prompt_text
-  bool parallel_tool_calls = true;   // false: only the first tool call is returned
+  nlohmann::ordered_json documents;     // null or an array
+  std::vector<std::string> image_urls;  // the image parts' URLs, in message order
+  std::optional<int> max_soft_tokens;   // mm_processor_kwargs.max_soft_tokens
+  bool return_prompt_text = false;      // the rendered prompt as prompt_text
+  bool parallel_tool_calls = true;      // false: only the first tool call is returned
 };
 
 // `defaults` are the generation-config defaults (Engine::default_sampling_params()).

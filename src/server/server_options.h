@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/media/media_connector.h"
+
 namespace gemmaserve {
 
 struct ServerOptions {
@@ -27,6 +29,9 @@ struct ServerOptions {
   int max_logprobs = 20;         // vLLM's --max-logprobs default
   std::map<std::string, int> limit_mm_per_prompt;
   int max_connections = 1024;  // HTTP worker threads at most (one per open connection)
+  // --allowed-local-media-path, --allowed-media-domains, --media-fetch-timeout,
+  // --disable-media-url-fetch (and VLLM_MEDIA_URL_ALLOW_REDIRECTS)
+  media::MediaConnectorOptions media;
 };
 
 }  // namespace gemmaserve

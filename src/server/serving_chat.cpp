@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "server/answer_constraints.h"
 #include "server/api_error.h"
+#include "server/chat_images.h"
 #include "server/chat_output_parser.h"
 #include "server/chat_rendering.h"
 #include "tokenizer/tokenizer.h"
@@ -374,19 +375,21 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   if (tok == nullptr) {
     throw bad_request("chat needs a tokenizer, and this model has none", "messages");
   }
-  if (req.has_images) {
+  std::vector<image::RgbImage> images;
+  if (!req.image_urls.empty()) {
     if (!ctx.engine.model_config().has_vision) {
       throw bad_request(
           "This model does not accept image input: " + ctx.model_name() + " has no vision encoder.",
           "messages");
     }
+    images = load_chat_images(ctx.media, req.image_urls);
     throw ApiError(501, "NotImplementedError",
                    "Image input is not implemented in gemmaserve yet (text-only serving).");
   }
   std::optional<ChatTemplate> request_template;
   const ChatTemplate* tmpl = &select_chat_template(ctx, req.chat_template, request_template);
   ChatPromptInput in;
-  in.messages = req.messages;
+  in.messages = messages_for_template(req.messages);
   in.tools = req.tools.is_array() ? req.tools : ordered_json(nullptr);
   in.documents = req.documents;
   in.add_generation_prompt = req.add_generation_prompt;

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
+#include "io/media/media_connector.h"
 #include "server/engine_session.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -23,12 +24,14 @@
 namespace gemmaserve {
 
 struct ServingContext {
+  // Throws InputError for a bad --allowed-local-media-path.
   ServingContext(Engine& e, const ServerOptions& o, ServerMetrics& m)
-      : engine(e), options(o), metrics(m) {}
+      : engine(e), options(o), metrics(m), media(o.media) {}
   Engine& engine;
   const ServerOptions& options;
   ServerMetrics& metrics;
-  GenerationDefaults generation;              // for the generation-config max_tokens cap
+  media::MediaConnector media;    // image URLs -> bytes (--allowed-local-media-path, ...)
+  GenerationDefaults generation;  // for the generation-config max_tokens cap
   std::optional<ChatTemplate> chat_template;  // --chat-template or the checkpoint's
   bool gemma4 = false;                        // a Gemma 4 checkpoint: its parsers are on
   bool reasoning_parser = false;              // thinking -> reasoning

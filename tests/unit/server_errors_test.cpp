@@ -48,6 +48,12 @@ std::string chat(const std::string& extra) {
   if (!extra.empty()) s.append(",").append(extra);
   return s.append("}");
 }
+// A chat request whose one message holds text and an image part with this image_url value.
+std::string image_chat(const std::string& image_url) {
+  return R"({"model":"gemma4","max_tokens":4,"messages":[{"role":"user","content":[)"
+         R"({"type":"text","text":"what is this?"},{"type":"image_url","image_url":)" +
+         image_url + "}]}]}";
+}
 std::string completion(const std::string& extra) {
   std::string s = R"({"model":"gemma4","prompt":"hi","max_tokens":4)";
   if (!extra.empty()) s.append(",").append(extra);
@@ -139,14 +145,31 @@ std::vector<BadRequest> bad_requests() {
        "BadRequestError", "messages"},
       {"content number", "POST", H, R"({"messages":[{"role":"user","content":5}]})", 400,
        "BadRequestError", "messages"},
-      {"bad image url", "POST", H,
-       R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x/y.png"}}]}]})",
-       400, "BadRequestError", "messages", true, "Invalid image URL"},
-      // The tiny preset has a vision tower now; the engine does not take images yet.
-      {"image before image serving exists", "POST", H,
-       R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":")" + png +
-           R"("}}]}]})",
-       501, "NotImplementedError", std::nullopt, true, "Image input is not implemented"},
+      {"image url scheme", "POST", H, image_chat(R"({"url":"ftp://x/y.png"})"), 400,
+       "BadRequestError", "messages", true, "The URL must be either a HTTP, data or file URL."},
+      {"image url not an object", "POST", H, image_chat(R"("data:image/png;base64,AAAA")"), 400,
+       "BadRequestError", "messages", true,
+       "image_url content parts need image_url.url (a string)"},
+      {"image detail unknown", "POST", H, image_chat(R"({"url":")" + png + R"(","detail":"x"})"),
+       400, "BadRequestError", "messages", true,
+       "image_url.detail: Input should be 'auto', 'low' or 'high'"},
+      {"corrupt image", "POST", H, image_chat(R"({"url":")" + png + R"("})"), 400,
+       "BadRequestError", "messages", true, "invalid PNG image: "},
+      {"image not base64", "POST", H, image_chat(R"({"url":"data:image/png;base64,@@@@"})"), 400,
+       "BadRequestError", "messages", true,
+       "Invalid image data URL: the data is not valid base64."},
+      {"data url not an image", "POST", H,
+       image_chat(R"({"url":"data:text/plain;base64,aGVsbG8="})"), 400, "BadRequestError",
+       "messages", true, "Invalid image data URL: media type 'text/plain' is not an image type"},
+      {"file url without allowed path", "POST", H, image_chat(R"({"url":"file:///etc/hostname"})"),
+       400, "BadRequestError", "messages", true,
+       "Cannot load local files without `--allowed-local-media-path`."},
+      {"mm_processor_kwargs budget", "POST", H,
+       chat(R"("mm_processor_kwargs":{"max_soft_tokens":100})"), 400, "BadRequestError",
+       "mm_processor_kwargs", true,
+       "`max_soft_tokens` must be one of (70, 140, 280, 560, 1120), got 100."},
+      {"mm_processor_kwargs list", "POST", H, chat(R"("mm_processor_kwargs":[1])"), 400,
+       "BadRequestError", "mm_processor_kwargs"},
       {"tools not a list", "POST", H, chat(R"("tools":"x")"), 400, "BadRequestError", "tools"},
       {"tool without function", "POST", H, chat(R"("tools":[{"type":"function"}])"), 400,
        "BadRequestError", "tools"},
