@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gemmaserve/prompt_image.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 
@@ -49,14 +51,25 @@ struct EngineArgs {
   // Activations of bf16 weight matrices: "f32" (default; golden-accurate) or "bf16" (rounded
   // for AVX512_BF16 dot products, about twice the prefill rate where the CPU has them).
   std::string cpu_matmul_precision = "f32";
+  // Images (vLLM's names). Most items per prompt by modality, {"image": N}; no entry = no limit.
+  std::map<std::string, int> limit_mm_per_prompt;
+  // Default processor settings for images, {"max_soft_tokens": 70|140|280|560|1120} (280 when
+  // absent); a request's own mm_processor_kwargs win. null = none.
+  nlohmann::json mm_processor_kwargs;
+  // Encoded-image cache (soft tokens by content hash, least recently used out); 0 disables.
+  double mm_processor_cache_gb = 4;
 };
 
-// A prompt is text or token ids.
+// A prompt is text or token ids, with one image per bare <|image|> token (vLLM's
+// {"prompt": ..., "multi_modal_data": {"image": ...}}).
 struct Prompt {
   std::optional<std::string> text;
   std::vector<int32_t> token_ids;
-  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}}; }
-  static Prompt from_ids(std::vector<int32_t> ids) { return Prompt{std::nullopt, std::move(ids)}; }
+  std::vector<PromptImage> images;
+  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}, {}}; }
+  static Prompt from_ids(std::vector<int32_t> ids) {
+    return Prompt{std::nullopt, std::move(ids), {}};
+  }
 };
 
 // What LLM::generate does besides generating (the Python binding's progress bar and Ctrl+C).

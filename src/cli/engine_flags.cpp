@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "engine/image_placeholders.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
 
@@ -62,6 +63,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
+  p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -98,6 +100,24 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     a.cpu_matmul_precision =
         matmul_precision_name(parse_matmul_precision(*v, "--cpu-matmul-precision"));
   }
+  if (auto v = p.get("--limit-mm-per-prompt"))
+    a.limit_mm_per_prompt = parse_limit_mm_per_prompt(*v);
+  if (auto v = p.get("--mm-processor-kwargs")) {
+    const std::string flag = "--mm-processor-kwargs";
+    try {
+      a.mm_processor_kwargs = nlohmann::json::parse(*v);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(flag + ": not valid JSON (" + std::string(e.what()) + ")");
+    }
+    parse_mm_processor_kwargs(a.mm_processor_kwargs, flag);
+  }
+  if (p.has("--mm-processor-cache-gb")) {
+    a.mm_processor_cache_gb = p.get_double("--mm-processor-cache-gb", a.mm_processor_cache_gb);
+    if (!(a.mm_processor_cache_gb >= 0)) {
+      throw InputError("--mm-processor-cache-gb must be >= 0, got " +
+                       *p.get("--mm-processor-cache-gb"));
+    }
+  }
   return a;
 }
 
@@ -122,7 +142,13 @@ const char* engine_flags_usage() {
          "  --seed N                          seeds requests that bring no seed (default 0)\n"
          "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n"
          "  --cpu-matmul-precision f32|bf16   activations of bf16 weight products: f32 (default)\n"
-         "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n";
+         "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n"
+         "  --limit-mm-per-prompt JSON        most images per prompt, '{\"image\": 2}' (default:\n"
+         "                                    no limit)\n"
+         "  --mm-processor-kwargs JSON        image budget, '{\"max_soft_tokens\": 280}' (70, "
+         "140,\n"
+         "                                    280, 560 or 1120; requests may override)\n"
+         "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n";
 }
 
 }  // namespace gemmaserve

@@ -16,6 +16,7 @@
 #include "engine/stop_checker.h"
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
+#include "model/gemma4_image_processor.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -56,6 +57,17 @@ void check_args(const EngineArgs& a) {
   }
   cpu::parse_kv_dtype(a.kv_cache_dtype, DType::kBF16);  // fails before the weights load
   parse_matmul_precision(a.cpu_matmul_precision, "--cpu-matmul-precision");
+  parse_mm_processor_kwargs(a.mm_processor_kwargs, "--mm-processor-kwargs");
+  if (!(a.mm_processor_cache_gb >= 0)) {
+    throw InputError("--mm-processor-cache-gb must be >= 0, got " +
+                     std::to_string(a.mm_processor_cache_gb));
+  }
+  for (const auto& [modality, limit] : a.limit_mm_per_prompt) {
+    if (limit < 0) {
+      throw InputError("--limit-mm-per-prompt: the limit of '" + modality + "' must be >= 0, got " +
+                       std::to_string(limit));
+    }
+  }
 }
 
 // Logs the matmul precision in effect, warning when bf16 was asked for but cannot apply.
@@ -147,6 +159,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (const char* v = std::getenv("GEMMASERVE_PREFETCH_AHEAD"); v != nullptr && *v != '\0') {
     cpu::parse_once_prefetch_distance(v);
   }
+  default_max_soft_tokens_ =
+      parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs").value_or(280);
   const bool pin = bind != "none";
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
   const fs::path dir(args_.model);
@@ -278,6 +292,39 @@ std::vector<int32_t> Engine::prompt_with_bos(std::vector<int32_t> ids) const {
   return ids;
 }
 
+// ---- Images -----------------------------------------------------------------------------------
+
+bool Engine::has_vision() const { return model_->config().vision.has_value(); }
+
+int Engine::image_soft_tokens(const PromptImage& image) const {
+  if (!has_vision()) {
+    throw InputError("This model does not accept image input: " + args_.model +
+                     " has no vision encoder.");
+  }
+  const int budget = image.max_soft_tokens.value_or(default_max_soft_tokens_);
+  validate_gemma4_max_soft_tokens(budget);
+  return gemma4_image_soft_tokens(*model_->config().vision, image.rgb.width, image.rgb.height,
+                                  budget);
+}
+
+ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
+                                                 std::span<const PromptImage> images) const {
+  const ModelConfig& config = model_->config();
+  if (!has_vision()) {
+    if (!images.empty()) {
+      throw InputError("This model does not accept image input: " + args_.model +
+                       " has no vision encoder.");
+    }
+    return ExpandedPrompt{std::vector<int32_t>(ids.begin(), ids.end()), {}};
+  }
+  check_image_limit(args_.limit_mm_per_prompt, images.size());
+  std::vector<int> soft_tokens;
+  for (const PromptImage& image : images) soft_tokens.push_back(image_soft_tokens(image));
+  const ImageTokenIds tokens{config.image_token_id.value_or(-1), config.boi_token_id.value_or(-1),
+                             config.eoi_token_id.value_or(-1)};
+  return gemmaserve::expand_image_placeholders(ids, soft_tokens, tokens);
+}
+
 // ---- Requests in ------------------------------------------------------------------------------
 
 std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission submission) {
@@ -290,6 +337,11 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
   r.params.validate(vocab);
   if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
   r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
+  ExpandedPrompt expanded = expand_image_placeholders(r.prompt_token_ids, r.images);
+  r.prompt_token_ids = std::move(expanded.token_ids);
+  if (!r.images.empty()) {
+    throw InputError("image input through the engine is not wired yet (issue 21 part 4)");
+  }
   for (int32_t id : r.prompt_token_ids) {
     if (id < 0 || id >= vocab) {
       throw InputError("Token id " + std::to_string(id) + " is out of vocabulary");

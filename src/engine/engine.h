@@ -30,12 +30,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/engine_setup.h"
+#include "engine/image_placeholders.h"
 #include "engine/json_object_grammar.h"
 #include "engine/kv_cache_manager.h"
 #include "gemmaserve/llm.h"
@@ -55,7 +57,10 @@ struct ScheduledChunk;
 
 struct EngineRequest {
   std::string request_id;  // unique among unfinished requests
+  // With images: one bare <|image|> per image, which add_request expands (see
+  // Engine::expand_image_placeholders); RequestOutput::prompt_token_ids are the expanded ids.
   std::vector<int32_t> prompt_token_ids;
+  std::vector<PromptImage> images;    // in the order of their <|image|> tokens
   std::optional<std::string> prompt;  // the text the ids came from, echoed in the output
   SamplingParams params;
   int priority = 0;  // lower runs first, as vLLM
@@ -88,6 +93,10 @@ struct EngineStats {
   uint64_t requests_finished_stop = 0;  // vllm:request_success{finished_reason=...}
   uint64_t requests_finished_length = 0;
   uint64_t requests_aborted = 0;
+  uint64_t mm_cache_queries = 0;  // images looked up in the encoder cache (vllm:mm_cache_queries)
+  uint64_t mm_cache_hits = 0;     // found there (vllm:mm_cache_hits)
+  uint64_t images_encoded = 0;    // vision tower runs
+  double encoder_seconds = 0;     // their wall time
 };
 
 class Engine {
@@ -101,7 +110,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request. Throws InputError (vLLM's wording) for a bad request; the callback is
-  // then never called.
+  // then never called. Prompt ids go through the BOS rule, then image expansion (below) when
+  // the request has images or the model a vision tower.
   void add_request(EngineRequest request, OutputCallback callback);
   // Queues all or none: every request is checked first, and they enter the same step.
   void add_requests(std::vector<Submission> submissions);
@@ -119,6 +129,21 @@ class Engine {
   // missing. Unchanged when the engine has no tokenizer or the tokenizer no BOS.
   std::vector<int32_t> prompt_with_bos(std::vector<int32_t> ids) const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+  // Images. Each bare <|image|> of `ids` becomes <|image> + N x <|image|> + <image|> for the
+  // next image, N = image_soft_tokens() (Hugging Face's Gemma 4 processor rule). InputError:
+  // "This model does not accept image input: MODEL has no vision encoder." (images given to a
+  // model without a vision tower), vLLM's "At most N image(s) may be provided in one prompt.
+  // ..." (over --limit-mm-per-prompt), a bad max_soft_tokens, an image HF cannot resize, or
+  // the <|image|> count differing from the images (see image_placeholders.h). Without images
+  // on a model without a vision tower, the ids come back unchanged. Any thread.
+  ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
+                                           std::span<const PromptImage> images) const;
+  // Soft tokens `image` becomes at its budget (its max_soft_tokens, else the engine's).
+  int image_soft_tokens(const PromptImage& image) const;
+  // The budget of images that bring none: --mm-processor-kwargs max_soft_tokens, else 280.
+  int default_max_soft_tokens() const { return default_max_soft_tokens_; }
+  bool has_vision() const;
   // Stop ids unless ignore_eos: tokenizer eos + every checkpoint eos_token_id (config.json,
   // generation_config.json, the --generation-config folder and its override).
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
@@ -172,6 +197,7 @@ class Engine {
   GenerationDefaults generation_;
   std::vector<int32_t> eos_ids_;
   int max_model_len_ = 0;
+  int default_max_soft_tokens_ = 280;
   KvCachePlan plan_;
   std::unique_ptr<KvCache> cache_;  // written by the engine thread only (inside forward)
 

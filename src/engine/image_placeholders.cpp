@@ -1,0 +1,133 @@
+#include "engine/image_placeholders.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/block_hash.h"
+#include "model/gemma4_image_processor.h"
+
+namespace gemmaserve {
+namespace {
+
+std::string plural(size_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+void put_u64(Sha256* h, uint64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  h->update(std::span<const uint8_t>(b, 8));
+}
+
+}  // namespace
+
+ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
+                                         std::span<const int> soft_tokens,
+                                         const ImageTokenIds& tokens) {
+  const size_t found = static_cast<size_t>(std::count(ids.begin(), ids.end(), tokens.image));
+  if (found != soft_tokens.size()) {
+    throw InputError("Found " + plural(found, "<|image|> token") + " in the prompt but " +
+                     plural(soft_tokens.size(), "image") +
+                     (soft_tokens.size() == 1 ? " was" : " were") +
+                     " given; the prompt needs one <|image|> per image, in order");
+  }
+  ExpandedPrompt out;
+  size_t extra = 0;
+  for (int n : soft_tokens) extra += static_cast<size_t>(n) + 1;
+  out.token_ids.reserve(ids.size() + extra);
+  size_t next = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != tokens.image) {
+      out.token_ids.push_back(ids[i]);
+      continue;
+    }
+    if (i > 0 && ids[i - 1] == tokens.boi) {
+      throw InputError(
+          "the prompt already holds an expanded image (<|image> followed by <|image|>); put one "
+          "bare <|image|> per image and let the engine expand it");
+    }
+    const int n = soft_tokens[next++];
+    out.token_ids.push_back(tokens.boi);
+    out.placeholders.push_back({static_cast<int32_t>(out.token_ids.size()), n});
+    out.token_ids.insert(out.token_ids.end(), static_cast<size_t>(n), tokens.image);
+    out.token_ids.push_back(tokens.eoi);
+  }
+  return out;
+}
+
+int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
+                             int max_soft_tokens) {
+  Gemma4ImageProcessorOptions o;
+  o.patch_size = vision.patch_size;
+  o.pooling_kernel_size = vision.pooling_kernel_size;
+  o.max_soft_tokens = max_soft_tokens;
+  const Gemma4ResizeTarget t = gemma4_resize_target(height, width, o);
+  const int64_t patches = int64_t{t.height / o.patch_size} * (t.width / o.patch_size);
+  return static_cast<int>(patches / (int64_t{o.pooling_kernel_size} * o.pooling_kernel_size));
+}
+
+std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
+                                             const std::string& where) {
+  if (kwargs.is_null()) return std::nullopt;
+  if (!kwargs.is_object()) throw InputError(where + " must be a JSON object");
+  std::optional<int> max_soft_tokens;
+  for (const auto& [key, value] : kwargs.items()) {
+    if (key != "max_soft_tokens") {
+      throw InputError(where + ": unsupported key '" + key +
+                       "' (Gemma 4 images take max_soft_tokens)");
+    }
+    if (!value.is_number_integer()) {
+      throw InputError(where + ": max_soft_tokens must be an integer, got " + value.dump());
+    }
+    const int64_t v = value.get<int64_t>();
+    validate_gemma4_max_soft_tokens(static_cast<int>(std::clamp<int64_t>(v, -1, int64_t{1} << 30)));
+    max_soft_tokens = static_cast<int>(v);
+  }
+  return max_soft_tokens;
+}
+
+std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text) {
+  const std::string flag = "--limit-mm-per-prompt";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(flag + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object()) throw InputError(flag + " must be a JSON object such as '{\"image\": 2}'");
+  std::map<std::string, int> limits;
+  for (const auto& [key, value] : j.items()) {
+    if (key != "image" && key != "video" && key != "audio") {
+      throw InputError(flag + ": unknown modality '" + key + "' (image, video or audio)");
+    }
+    const nlohmann::json& count =
+        value.is_object() && value.contains("count") ? value.at("count") : value;
+    if (!count.is_number_integer() || count.get<int64_t>() < 0 ||
+        count.get<int64_t>() > (int64_t{1} << 30)) {
+      throw InputError(flag + ": the limit of '" + key + "' must be a non-negative integer, got " +
+                       value.dump());
+    }
+    limits[key] = static_cast<int>(count.get<int64_t>());
+  }
+  return limits;
+}
+
+void check_image_limit(const std::map<std::string, int>& limits, size_t count) {
+  const auto it = limits.find("image");
+  if (it == limits.end() || count <= static_cast<size_t>(it->second)) return;
+  throw InputError("At most " + std::to_string(it->second) +
+                   " image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
+                   "increase this limit.");
+}
+
+std::string image_content_hash(const image::RgbImage& rgb, int max_soft_tokens) {
+  Sha256 h;
+  h.update(std::string_view("gemmaserve.image.v1"));
+  put_u64(&h, static_cast<uint64_t>(rgb.width));
+  put_u64(&h, static_cast<uint64_t>(rgb.height));
+  put_u64(&h, static_cast<uint64_t>(max_soft_tokens));
+  h.update(std::span<const uint8_t>(rgb.pixels));
+  return BlockHash{h.finish()}.hex();
+}
+
+}  // namespace gemmaserve

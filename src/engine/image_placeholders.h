@@ -1,0 +1,71 @@
+// Images in a prompt, before the scheduler sees them: Hugging Face's Gemma 4 processor rule that
+// turns each bare <|image|> token into <|image> + N x <|image|> + <image|> for the next image
+// (N = the image's soft tokens at its budget), the soft-token count, the budget from
+// mm_processor_kwargs, the --limit-mm-per-prompt table and an image's content hash. Pure
+// functions: the engine and the server (/tokenize, usage) call the same ones.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/image/image_decode.h"
+#include "model/config.h"
+
+namespace gemmaserve {
+
+// The checkpoint's image_token_id (<|image|>), boi_token_id (<|image>), eoi_token_id (<image|>).
+struct ImageTokenIds {
+  int32_t image = -1;
+  int32_t boi = -1;
+  int32_t eoi = -1;
+};
+
+// One image's soft tokens in an expanded prompt: positions [offset, offset + length), the
+// <|image|> tokens between <|image> and <image|> (HF's mm_token_type_ids == 1 positions).
+struct ImagePlaceholder {
+  int32_t offset = 0;
+  int32_t length = 0;
+};
+
+struct ExpandedPrompt {
+  std::vector<int32_t> token_ids;
+  std::vector<ImagePlaceholder> placeholders;  // one per image, in prompt order
+};
+
+// Replaces the i-th bare <|image|> of `ids` with <|image> + soft_tokens[i] x <|image|> +
+// <image|>, nothing else added (HF's replace_image_token). InputError when the number of
+// <|image|> tokens differs from soft_tokens.size() ("Found 2 <|image|> tokens in the prompt but
+// 1 image was given; ...") or when an <|image|> follows <|image> (an already expanded prompt).
+ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
+                                         std::span<const int> soft_tokens,
+                                         const ImageTokenIds& tokens);
+
+// Soft tokens of a width x height image at `max_soft_tokens` (HF's _get_num_multimodal_tokens:
+// resize target / patch, / pooling²). InputError where HF's resize raises.
+int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
+                             int max_soft_tokens);
+
+// max_soft_tokens of an mm_processor_kwargs object (null or {} -> nullopt). InputError, naming
+// `where` ("--mm-processor-kwargs", "mm_processor_kwargs"), for a non-object, an unknown key or
+// a value outside {70, 140, 280, 560, 1120}.
+std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
+                                             const std::string& where);
+
+// --limit-mm-per-prompt '{"image": N}' (also {"image": {"count": N}}; video and audio accepted
+// and kept): modality -> most items per prompt. InputError for bad JSON, keys or counts.
+std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text);
+
+// vLLM's "At most N image(s) may be provided in one prompt." (+ the flag hint) when `count`
+// exceeds limits["image"]; nothing when there is no image limit.
+void check_image_limit(const std::map<std::string, int>& limits, size_t count);
+
+// Hex SHA-256 of (width, height, RGB bytes, max_soft_tokens): equal hashes mean equal soft
+// tokens (vLLM's MultiModalHasher idea); the prefix-cache key and the encoder cache's key.
+std::string image_content_hash(const image::RgbImage& rgb, int max_soft_tokens);
+
+}  // namespace gemmaserve
