@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "  --default-chat-template-kwargs JSON e.g. '{\"enable_thinking\": true}'\n"
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
-    "  --limit-mm-per-prompt JSON  --max-logprobs N (20)\n"
+    "  --max-logprobs N (20)\n"
     "images in chat (image_url parts; data: URLs always work):\n"
     "  --allowed-local-media-path DIR     allow file:// URLs under DIR (refused without it)\n"
     "  --allowed-media-domains HOST...    http(s) image URLs (and their redirects) only from\n"
@@ -54,7 +54,7 @@ constexpr const char* kUsage =
     "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
     "  --dtype, --enable-expert-parallel, --enable-chunked-prefill, --async-scheduling,\n"
-    "  --mm-processor-cache-gb, --mm-processor-kwargs, --kv-cache-dtype, --quantization/-q, ...\n";
+    "  --kv-cache-dtype, --quantization/-q, ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
 const std::vector<std::string>& ignored_value_flags() {
@@ -62,8 +62,6 @@ const std::vector<std::string>& ignored_value_flags() {
                                                  "--pipeline-parallel-size",
                                                  "--compilation-config",
                                                  "--dtype",
-                                                 "--mm-processor-cache-gb",
-                                                 "--mm-processor-kwargs",
                                                  "--kv-cache-dtype",
                                                  "--quantization",
                                                  "--chat-template-content-format",
@@ -175,7 +173,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   add_engine_flags(p);
   p.value("--model").value("--host").value("--port").value("--served-model-name");
   p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
-  p.value("--limit-mm-per-prompt").value("--tool-call-parser").value("--reasoning-parser");
+  p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
   p.value("--max-logprobs").value("--max-connections");
   p.value("--allowed-local-media-path").value("--allowed-media-domains");
@@ -228,16 +226,6 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
     opt.default_chat_template_kwargs =
         parse_json_object_flag("--default-chat-template-kwargs", *kw);
   }
-  if (auto mm = p.get("--limit-mm-per-prompt")) {
-    const ordered_json limits = parse_json_object_flag("--limit-mm-per-prompt", *mm);
-    for (auto it = limits.begin(); it != limits.end(); ++it) {
-      if (!it->is_number_integer() || it->get<int>() < 0) {
-        throw InputError("--limit-mm-per-prompt: '" + it.key() +
-                         "' must be a non-negative integer");
-      }
-      opt.limit_mm_per_prompt[it.key()] = it->get<int>();
-    }
-  }
   opt.enable_auto_tool_choice = p.get_flag("--enable-auto-tool-choice");
   opt.tool_call_parser = p.get("--tool-call-parser").value_or("");
   opt.reasoning_parser = p.get("--reasoning-parser").value_or("");
@@ -269,9 +257,6 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
     if (p.get_flag(f)) {
       GS_LOG_INFO << f << " is accepted for vLLM compatibility; no effect here";
     }
-  }
-  if (!opt.limit_mm_per_prompt.empty()) {
-    GS_LOG_INFO << "--limit-mm-per-prompt accepted; multimodal input is not served yet";
   }
 
   // SIGINT/SIGTERM are taken by one waiting thread; blocked before any other thread starts.

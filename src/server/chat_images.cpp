@@ -2,7 +2,9 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/image_placeholders.h"
 #include "server/api_error.h"
+#include "server/serving_common.h"
 
 namespace gemmaserve {
 namespace {
@@ -60,6 +62,20 @@ std::string image_part_url(const ordered_json& part) {
   return url->get<std::string>();
 }
 
+std::vector<std::string> image_urls_of(const ordered_json& messages) {
+  std::vector<std::string> urls;
+  if (!messages.is_array()) return urls;
+  for (const ordered_json& message : messages) {
+    if (!message.is_object()) continue;
+    const auto content = message.find("content");
+    if (content == message.end() || !content->is_array()) continue;
+    for (const ordered_json& part : *content) {
+      if (is_image_part(part)) urls.push_back(image_part_url(part));
+    }
+  }
+  return urls;
+}
+
 ordered_json messages_for_template(const ordered_json& messages) {
   ordered_json out = messages;
   if (!out.is_array()) return out;
@@ -89,6 +105,36 @@ std::vector<image::RgbImage> load_chat_images(const media::MediaConnector& media
     }
   }
   return images;
+}
+
+std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
+                                            const std::vector<std::string>& urls,
+                                            std::optional<int> max_soft_tokens) {
+  std::vector<PromptImage> images;
+  if (urls.empty()) return images;
+  if (!ctx.engine.has_vision()) {
+    throw bad_request(
+        "This model does not accept image input: " + ctx.model_name() + " has no vision encoder.",
+        "messages");
+  }
+  try {
+    check_image_limit(ctx.engine.args().limit_mm_per_prompt, urls.size());
+  } catch (const InputError& e) {
+    throw bad_request(e.what(), "messages");
+  }
+  for (image::RgbImage& rgb : load_chat_images(ctx.media, urls)) {
+    images.push_back(PromptImage{std::move(rgb), max_soft_tokens});
+  }
+  return images;
+}
+
+std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
+                                          std::span<const PromptImage> images) {
+  try {
+    return ctx.engine.expand_image_placeholders(ids, images).token_ids;
+  } catch (const InputError& e) {
+    throw bad_request(e.what(), "messages");
+  }
 }
 
 }  // namespace gemmaserve

@@ -6,20 +6,29 @@
 // template writes <|image|> for it); the URLs are loaded through the media room and decoded.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "gemmaserve/prompt_image.h"
 #include "io/image/image_decode.h"
 #include "io/media/media_connector.h"
 
 namespace gemmaserve {
+
+struct ServingContext;
 
 // True for a content part in one of the image forms above.
 bool is_image_part(const nlohmann::ordered_json& part);
 
 // The URL of an image part; a 400 (param "messages") when the part is malformed.
 std::string image_part_url(const nlohmann::ordered_json& part);
+
+// The URLs of every image part of `messages`, in order (400s for malformed image parts).
+std::vector<std::string> image_urls_of(const nlohmann::ordered_json& messages);
 
 // The messages as the chat template renders them: every image part becomes {"type": "image"}.
 nlohmann::ordered_json messages_for_template(const nlohmann::ordered_json& messages);
@@ -28,5 +37,17 @@ nlohmann::ordered_json messages_for_template(const nlohmann::ordered_json& messa
 // room's or the decoder's message.
 std::vector<image::RgbImage> load_chat_images(const media::MediaConnector& media,
                                               const std::vector<std::string>& urls);
+
+// A request's images for the engine: 400 (param "messages") when the model has no vision tower
+// or the request is over --limit-mm-per-prompt (both before anything is fetched), then loaded
+// and decoded, each with the request's mm_processor_kwargs budget.
+std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
+                                            const std::vector<std::string>& urls,
+                                            std::optional<int> max_soft_tokens);
+
+// `ids` with each bare <|image|> expanded as the engine expands it (usage, the length checks,
+// /tokenize); the engine's refusals become 400s naming messages.
+std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
+                                          std::span<const PromptImage> images);
 
 }  // namespace gemmaserve

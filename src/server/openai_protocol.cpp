@@ -5,9 +5,8 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "core/logging.h"
 #include "core/python_text.h"
-#include "model/gemma4_image_processor.h"
+#include "engine/image_placeholders.h"
 #include "server/api_error.h"
 #include "server/chat_images.h"
 #include "server/request_fields.h"
@@ -300,31 +299,6 @@ std::vector<std::string> check_messages(const ordered_json& messages) {
   return image_urls;
 }
 
-// vLLM's per-request mm_processor_kwargs; Gemma 4's processor reads max_soft_tokens.
-std::optional<int> parse_max_soft_tokens(const ordered_json& kwargs) {
-  if (!kwargs.is_object()) {
-    throw bad_request("mm_processor_kwargs: Input should be a valid dictionary",
-                      "mm_processor_kwargs");
-  }
-  std::optional<int> budget;
-  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
-    if (it.key() != "max_soft_tokens") {
-      GS_LOG_WARNING << "mm_processor_kwargs." << it.key()
-                     << " is not a Gemma 4 image processor setting; ignored";
-      continue;
-    }
-    if (it->is_null()) continue;
-    const int64_t v = json_to_int(*it, "mm_processor_kwargs");
-    try {
-      validate_gemma4_max_soft_tokens(static_cast<int>(std::clamp<int64_t>(v, -1, 1 << 20)));
-    } catch (const InputError& e) {
-      throw bad_request(std::string("mm_processor_kwargs: ") + e.what(), "mm_processor_kwargs");
-    }
-    budget = static_cast<int>(v);
-  }
-  return budget;
-}
-
 void check_tools(const ordered_json& tools) {
   if (!tools.is_array()) throw bad_request("tools: Input should be a valid list", "tools");
   for (const auto& t : tools) {
@@ -491,7 +465,13 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
       throw bad_request("documents: Input should be a valid list", "documents");
     r.documents = *docs;
   }
-  if (const auto* kw = f.raw("mm_processor_kwargs")) r.max_soft_tokens = parse_max_soft_tokens(*kw);
+  if (const auto* kw = f.raw("mm_processor_kwargs")) {
+    try {
+      r.max_soft_tokens = parse_mm_processor_kwargs(nlohmann::json(*kw), "mm_processor_kwargs");
+    } catch (const InputError& e) {
+      throw bad_request(e.what(), "mm_processor_kwargs");
+    }
+  }
   if (auto v = f.get_bool("return_prompt_text")) r.return_prompt_text = *v;
   r.ignored_fields = f.unread();
   return r;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,8 +26,7 @@ struct ServerOptions {
   size_t max_request_size_bytes = size_t{64} << 20;
   int max_waiting_requests = 0;  // 0 = 8 x --max-num-seqs
   int max_logprobs = 20;         // vLLM's --max-logprobs default
-  std::map<std::string, int> limit_mm_per_prompt;
-  int max_connections = 1024;  // HTTP worker threads at most (one per open connection)
+  int max_connections = 1024;    // HTTP worker threads at most (one per open connection)
   // --allowed-local-media-path, --allowed-media-domains, --media-fetch-timeout,
   // --disable-media-url-fetch (and VLLM_MEDIA_URL_ALLOW_REDIRECTS)
   media::MediaConnectorOptions media;

@@ -375,17 +375,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   if (tok == nullptr) {
     throw bad_request("chat needs a tokenizer, and this model has none", "messages");
   }
-  std::vector<image::RgbImage> images;
-  if (!req.image_urls.empty()) {
-    if (!ctx.engine.model_config().has_vision) {
-      throw bad_request(
-          "This model does not accept image input: " + ctx.model_name() + " has no vision encoder.",
-          "messages");
-    }
-    images = load_chat_images(ctx.media, req.image_urls);
-    throw ApiError(501, "NotImplementedError",
-                   "Image input is not implemented in gemmaserve yet (text-only serving).");
-  }
+  std::vector<PromptImage> images = load_prompt_images(ctx, req.image_urls, req.max_soft_tokens);
   std::optional<ChatTemplate> request_template;
   const ChatTemplate* tmpl = &select_chat_template(ctx, req.chat_template, request_template);
   ChatPromptInput in;
@@ -402,6 +392,9 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   ChatPrompt prompt = render_chat_prompt(*tmpl, *tok, in);
   job->prompt_ids = std::move(prompt.token_ids);
   prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens, req.truncate_keeps_first);
+  // The engine expands each <|image|> itself; usage and the length checks count the expansion.
+  std::vector<int32_t> engine_ids = job->prompt_ids;
+  job->prompt_ids = expand_prompt_images(ctx, engine_ids, images);
 
   const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
   SamplingParams params = req.params;
@@ -446,7 +439,8 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   job->thought_close = tok->piece_to_id("<channel|>").value_or(-1);
   EngineRequest er;
   er.request_id = random_request_id("chatcmpl-");  // unique even when request_ids repeat
-  er.prompt_token_ids = job->prompt_ids;
+  er.prompt_token_ids = std::move(engine_ids);
+  er.images = std::move(images);
   er.prompt = prompt.text;
   er.params = params;
   er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs

@@ -3,7 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
+#include "engine/image_placeholders.h"
 #include "server/api_error.h"
+#include "server/chat_images.h"
 #include "server/chat_rendering.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,10 +29,22 @@ std::optional<std::string> model_field(const ordered_json& body) {
 std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer& tok,
                                      const ordered_json& body) {
   ChatPromptInput in;
-  in.messages = body["messages"];
-  if (!in.messages.is_array() || in.messages.empty()) {
+  const ordered_json& messages = body["messages"];
+  if (!messages.is_array() || messages.empty()) {
     throw bad_request("messages must be a non-empty list", "messages");
   }
+  // Images count as the engine expands them, so /tokenize agrees with usage.prompt_tokens.
+  std::optional<int> budget;
+  if (body.contains("mm_processor_kwargs")) {
+    try {
+      budget = parse_mm_processor_kwargs(nlohmann::json(body["mm_processor_kwargs"]),
+                                         "mm_processor_kwargs");
+    } catch (const InputError& e) {
+      throw bad_request(e.what(), "mm_processor_kwargs");
+    }
+  }
+  const std::vector<PromptImage> images = load_prompt_images(ctx, image_urls_of(messages), budget);
+  in.messages = messages_for_template(messages);
   in.tools = body.value("tools", ordered_json(nullptr));
   in.add_generation_prompt = body.value("add_generation_prompt", true);
   in.continue_final_message = body.value("continue_final_message", false);
@@ -49,7 +64,8 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   }
   std::optional<ChatTemplate> storage;
   const ChatTemplate& tmpl = select_chat_template(ctx, request_template, storage);
-  return ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids);
+  return expand_prompt_images(
+      ctx, ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids), images);
 }
 
 }  // namespace
