@@ -119,6 +119,12 @@ std::string ServerMetrics::render(const EngineStats& st) const {
   header(out, "vllm:prefix_cache_hits_total", "counter",
          "Prefix cache hits, in terms of number of cached tokens.");
   sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(st.prefix_cache_hits));
+  header(out, "vllm:mm_cache_queries_total", "counter",
+         "Multi-modal cache queries, in terms of number of queried items.");
+  sample(out, "vllm:mm_cache_queries_total", l, static_cast<double>(st.mm_cache_queries));
+  header(out, "vllm:mm_cache_hits_total", "counter",
+         "Multi-modal cache hits, in terms of number of cached items.");
+  sample(out, "vllm:mm_cache_hits_total", l, static_cast<double>(st.mm_cache_hits));
   header(out, "vllm:num_preemptions_total", "counter",
          "Cumulative number of preemption from the engine.");
   sample(out, "vllm:num_preemptions_total", l, static_cast<double>(st.preemptions));
