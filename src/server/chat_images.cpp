@@ -3,7 +3,6 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/image_placeholders.h"
-#include "server/api_error.h"
 #include "server/serving_common.h"
 
 namespace gemmaserve {
@@ -42,8 +41,7 @@ std::string image_part_url(const ordered_json& part) {
       const auto detail = iu->find("detail");
       if (detail != iu->end() && !detail->is_null()) {
         if (!detail->is_string() || (*detail != "auto" && *detail != "low" && *detail != "high")) {
-          throw bad_request("image_url.detail: Input should be 'auto', 'low' or 'high'",
-                            "messages");
+          throw InputError("image_url.detail: Input should be 'auto', 'low' or 'high'", "messages");
         }
         if (*detail != "auto") {
           GS_LOG_WARNING << "'image_url.detail' is currently not supported and will be ignored.";
@@ -54,10 +52,10 @@ std::string image_part_url(const ordered_json& part) {
     }
   }
   if (url == nullptr || !url->is_string()) {
-    throw bad_request(type == "input_image"
-                          ? "input_image content parts need image_url (a string)"
-                          : "image_url content parts need image_url.url (a string)",
-                      "messages");
+    throw InputError(type == "input_image"
+                         ? "input_image content parts need image_url (a string)"
+                         : "image_url content parts need image_url.url (a string)",
+                     "messages");
   }
   return url->get<std::string>();
 }
@@ -101,7 +99,7 @@ std::vector<image::RgbImage> load_chat_images(const media::MediaConnector& media
       const std::vector<std::uint8_t> bytes = media.fetch(url);
       images.push_back(image::decode_image(bytes, decode));
     } catch (const InputError& e) {
-      throw bad_request(e.what(), "messages");
+      throw InputError(e.what(), "messages");
     }
   }
   return images;
@@ -113,14 +111,14 @@ std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
   std::vector<PromptImage> images;
   if (urls.empty()) return images;
   if (!ctx.engine.has_vision()) {
-    throw bad_request(
+    throw InputError(
         "This model does not accept image input: " + ctx.model_name() + " has no vision encoder.",
         "messages");
   }
   try {
     check_image_limit(ctx.engine.args().limit_mm_per_prompt, urls.size());
   } catch (const InputError& e) {
-    throw bad_request(e.what(), "messages");
+    throw InputError(e.what(), "messages");
   }
   for (image::RgbImage& rgb : load_chat_images(ctx.media, urls)) {
     images.push_back(PromptImage{std::move(rgb), max_soft_tokens});
@@ -133,7 +131,7 @@ std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<c
   try {
     return ctx.engine.expand_image_placeholders(ids, images).token_ids;
   } catch (const InputError& e) {
-    throw bad_request(e.what(), "messages");
+    throw InputError(e.what(), "messages");
   }
 }
 

@@ -24,7 +24,7 @@ struct ServingContext;
 // True for a content part in one of the image forms above.
 bool is_image_part(const nlohmann::ordered_json& part);
 
-// The URL of an image part; a 400 (param "messages") when the part is malformed.
+// The URL of an image part; InputError (param "messages": a 400 at the API) when malformed.
 std::string image_part_url(const nlohmann::ordered_json& part);
 
 // The URLs of every image part of `messages`, in order (400s for malformed image parts).
@@ -33,8 +33,8 @@ std::vector<std::string> image_urls_of(const nlohmann::ordered_json& messages);
 // The messages as the chat template renders them: every image part becomes {"type": "image"}.
 nlohmann::ordered_json messages_for_template(const nlohmann::ordered_json& messages);
 
-// Loads and decodes each URL in order; any failure is a 400 (param "messages") with the media
-// room's or the decoder's message.
+// Loads and decodes each URL in order; any failure is an InputError (param "messages") with the
+// media room's or the decoder's message.
 std::vector<image::RgbImage> load_chat_images(const media::MediaConnector& media,
                                               const std::vector<std::string>& urls);
 

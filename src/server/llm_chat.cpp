@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "server/chat_images.h"
 #include "server/chat_output_parser.h"
 #include "server/chat_rendering.h"
 #include "tokenizer/chat_template/chat_template.h"
@@ -30,7 +31,7 @@ RenderedChat LLM::render_chat(const nlohmann::ordered_json& messages, const Chat
   if (!source) throw InputError(e.args().model + " has no chat template; pass one in options");
   const ChatTemplate tmpl = ChatTemplate::parse(*source, "chat template");
   ChatPromptInput in;
-  in.messages = messages;
+  in.messages = messages_for_template(messages);
   in.tools = options.tools.is_array() ? options.tools : nlohmann::ordered_json(nullptr);
   in.add_generation_prompt = options.add_generation_prompt;
   in.continue_final_message = options.continue_final_message;
@@ -57,10 +58,15 @@ std::vector<ChatOutput> LLM::chat(const std::vector<nlohmann::ordered_json>& con
   std::vector<ChatOutput> outs(conversations.size());
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> per_prompt;
+  // vLLM's LLM.chat loads image parts with its MediaConnector defaults: data: and http(s) URLs.
+  const media::MediaConnector media;
   for (size_t i = 0; i < conversations.size(); ++i) {
     RenderedChat prompt = render_chat(conversations[i], options);
     outs[i].prompt = std::move(prompt.text);
     prompts.push_back(Prompt::from_ids(std::move(prompt.token_ids)));
+    for (image::RgbImage& rgb : load_chat_images(media, image_urls_of(conversations[i]))) {
+      prompts.back().images.push_back(PromptImage{std::move(rgb), std::nullopt});
+    }
     per_prompt.push_back(params[params.size() == 1 ? 0 : i]);
     if (parsing) per_prompt.back().skip_special_tokens = false;  // the parsers read the markers
   }

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "server/api_error.h"
+#include "core/error.h"
 
 namespace gemmaserve {
 namespace {
@@ -16,8 +16,7 @@ using ordered_json = nlohmann::ordered_json;
 std::string url_error(const char* part) {
   try {
     image_part_url(ordered_json::parse(part));
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
+  } catch (const InputError& e) {
     EXPECT_EQ(e.param().value_or(""), "messages");
     return e.what();
   }
@@ -83,8 +82,7 @@ TEST(ChatImages, LoadsAndDecodesOrReportsTheDecoder) {
   try {
     load_chat_images(media, {png, "data:image/png;base64,iVBORw0KGgo="});
     ADD_FAILURE() << "a PNG signature alone decoded";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
+  } catch (const InputError& e) {
     EXPECT_EQ(e.param().value_or(""), "messages");
     EXPECT_EQ(std::string(e.what()).rfind("invalid PNG image: ", 0), 0u) << e.what();
   }

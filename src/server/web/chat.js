@@ -25,6 +25,7 @@ const chat = {
   messages: [], // the OpenAI history sent with each request
   controller: null, // AbortController of the request in flight
   pendingToolCalls: new Map(), // tool_call_id -> true while its result is not given
+  images: [], // data: URLs attached to the next message
 };
 
 function authHeaders() {
@@ -360,19 +361,47 @@ async function generate() {
   }
 }
 
+// Reads the chosen files as data: URLs for the next message.
+async function attachImages(files) {
+  for (const file of files) {
+    const url = await new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result);
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+    chat.images.push(url);
+  }
+  $("attached").textContent = chat.images.length ? `${chat.images.length} image(s)` : "";
+}
+
 function send() {
   const text = $("prompt").value.trim();
   if (!text || chat.controller || !$("model").value) return;
   $("prompt").value = "";
   chat.pendingToolCalls.clear();
-  chat.messages.push({ role: "user", content: text });
-  addTextBubble("user", "You", text);
+  const images = chat.images.map((url) => ({ type: "image_url", image_url: { url } }));
+  chat.messages.push({
+    role: "user",
+    content: images.length ? [...images, { type: "text", text }] : text,
+  });
+  const bubble = addTextBubble("user", "You", text);
+  for (const url of chat.images) {
+    const img = element("img", "thumb");
+    img.src = url;
+    img.alt = "attached image";
+    bubble.append(img);
+  }
+  chat.images = [];
+  $("attached").textContent = "";
   generate();
 }
 
 function newChat() {
   chat.controller?.abort();
   chat.messages = [];
+  chat.images = [];
+  $("attached").textContent = "";
   chat.pendingToolCalls.clear();
   const empty = element("p", "empty", "New conversation.");
   $("conversation").replaceChildren(empty);
@@ -392,6 +421,11 @@ function init() {
     }
   });
   $("stop").addEventListener("click", () => chat.controller?.abort());
+  $("attach").addEventListener("click", () => $("image-file").click());
+  $("image-file").addEventListener("change", async () => {
+    await attachImages($("image-file").files);
+    $("image-file").value = "";
+  });
   $("new-chat").addEventListener("click", newChat);
   $("model").addEventListener("change", () => localStorage.setItem(MODEL_STORAGE, $("model").value));
   $("tools-example").addEventListener("click", () => {
