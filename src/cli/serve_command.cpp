@@ -49,6 +49,7 @@ constexpr const char* kUsage =
     "                                     VLLM_MEDIA_URL_ALLOW_REDIRECTS=0)\n"
     "  --disable-media-url-fetch          no network fetches at all: http(s) image URLs get a\n"
     "                                     400; data: and allowed file:// URLs still work\n"
+    "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
     "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
@@ -162,6 +163,10 @@ media::MediaConnectorOptions media_options(const ArgParser& p) {
     m.allow_redirects = !(v == "0" || v == "false" || v == "False");
   }
   if (p.get_flag("--disable-media-url-redirects")) m.allow_redirects = false;
+  if (const char* env = std::getenv("VLLM_MEDIA_EGRESS_BLOCK_PRIVATE"); env && *env) {
+    const std::string v = env;
+    m.block_private_addresses = !(v == "0" || v == "false" || v == "False");
+  }
   m.disable_url_fetch = p.get_flag("--disable-media-url-fetch");
   return m;
 }

@@ -176,6 +176,8 @@ class MediaServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the accept loop runs would be lost and the join below would hang.
+    while (!server_.is_running()) std::this_thread::yield();
   }
   ~MediaServer() {
     release();
@@ -279,6 +281,17 @@ TEST(MediaConnectorHttp, NoNetworkSwitch) {
             "Fetching media from http(s) URLs is disabled on this server "
             "(--disable-media-url-fetch); send the image inline as a data:image/...;base64, URL.");
   EXPECT_EQ(m.fetch("data:image/png;base64,iVBORw0KGgo="), kPngMagic);  // inline still works
+}
+
+TEST(MediaConnectorHttp, PrivateAddressesCanBeBlocked) {
+  MediaServer server;
+  MediaConnectorOptions o = http_options();
+  o.block_private_addresses = true;
+  MediaConnector m(o);
+  EXPECT_EQ(error_of(m, server.url("/img")),
+            "Media URL host resolves to a blocked address: 127.0.0.1. Private, loopback, "
+            "link-local and multicast destinations are not allowed (set "
+            "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=0 to disable).");
 }
 
 TEST(MediaConnectorHttp, UnreachableHostIsAClearError) {

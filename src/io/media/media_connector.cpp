@@ -1,6 +1,9 @@
 #include "io/media/media_connector.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -114,7 +117,69 @@ struct Download {
   std::vector<std::uint8_t> body;
   std::size_t max_bytes = 0;
   bool over_limit = false;
+  bool block_private = false;
+  std::string blocked_address;  // the address refused, when one was
 };
+
+bool in_v4(uint32_t addr, uint32_t net, int bits) {
+  const uint32_t mask = bits == 0 ? 0 : ~uint32_t{0} << (32 - bits);
+  return (addr & mask) == (net & mask);
+}
+
+// Python's ipaddress is_private / is_loopback / is_link_local / is_reserved / is_multicast /
+// is_unspecified for IPv4, plus the shared address space (RFC 6598), as vLLM blocks them.
+bool blocked_v4(uint32_t a) {
+  static constexpr struct {
+    uint32_t net;
+    int bits;
+  } kBlocked[] = {{0x00000000, 8},  {0x0A000000, 8},  {0x64400000, 10}, {0x7F000000, 8},
+                  {0xA9FE0000, 16}, {0xAC100000, 12}, {0xC0000000, 24}, {0xC0000200, 24},
+                  {0xC0A80000, 16}, {0xC6120000, 15}, {0xC6336400, 24}, {0xCB007100, 24},
+                  {0xE0000000, 4},  {0xF0000000, 4}};
+  for (const auto& b : kBlocked) {
+    if (in_v4(a, b.net, b.bits)) return true;
+  }
+  return false;
+}
+
+bool blocked_v6(const in6_addr& a) {
+  const uint8_t* b = a.s6_addr;
+  static constexpr uint8_t kZero[16] = {};
+  const bool mapped = std::memcmp(b, kZero, 10) == 0 && b[10] == 0xFF && b[11] == 0xFF;
+  if (mapped)
+    return blocked_v4(static_cast<uint32_t>(b[12]) << 24 | b[13] << 16 | b[14] << 8 | b[15]);
+  if (std::memcmp(b, kZero, 15) == 0 && b[15] <= 1) return true;  // :: and ::1
+  if (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) return true;         // fe80::/10 link-local
+  if ((b[0] & 0xFE) == 0xFC) return true;                         // fc00::/7 unique local
+  if (b[0] == 0xFF) return true;                                  // ff00::/8 multicast
+  if (b[0] == 0x20 && b[1] == 0x02) return true;                  // 2002::/16 6to4
+  if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0D && b[3] == 0xB8) return true;  // documentation
+  static constexpr uint8_t kNat64[12] = {0, 0x64, 0xFF, 0x9B};
+  return std::memcmp(b, kNat64, 12) == 0;  // 64:ff9b::/96 NAT64
+}
+
+// curl's socket opener: refuses blocked destinations before connecting (each hop, each address).
+curl_socket_t open_socket(void* user, curlsocktype purpose, curl_sockaddr* address) {
+  auto* d = static_cast<Download*>(user);
+  if (d->block_private && purpose == CURLSOCKTYPE_IPCXN) {
+    char text[INET6_ADDRSTRLEN] = {};
+    bool blocked = false;
+    if (address->family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&address->addr);
+      blocked = blocked_v4(ntohl(in->sin_addr.s_addr));
+      inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    } else if (address->family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address->addr);
+      blocked = blocked_v6(in6->sin6_addr);
+      inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    }
+    if (blocked) {
+      d->blocked_address = text;
+      return CURL_SOCKET_BAD;
+    }
+  }
+  return socket(address->family, address->socktype, address->protocol);
+}
 
 size_t write_body(char* data, size_t size, size_t count, void* user) {
   auto* d = static_cast<Download*>(user);
@@ -260,6 +325,7 @@ std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) 
     if (!curl) fail("Failed to fetch media from URL: cannot start an HTTP client.");
     Download download;
     download.max_bytes = options_.max_bytes;
+    download.block_private = options_.block_private_addresses;
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, current.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: many threads fetch
@@ -270,10 +336,17 @@ std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) 
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_bytes));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &download);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &download);
     const CURLcode rc = curl_easy_perform(c);
     if (download.over_limit || rc == CURLE_FILESIZE_EXCEEDED) {
       fail("Failed to fetch media from URL: the response is larger than the " +
            std::to_string(options_.max_bytes) + "-byte media limit.");
+    }
+    if (!download.blocked_address.empty()) {
+      fail("Media URL host resolves to a blocked address: " + download.blocked_address +
+           ". Private, loopback, link-local and multicast destinations are not allowed (set "
+           "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=0 to disable).");
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) fail(timeout_message);
     if (rc != CURLE_OK) {

@@ -24,6 +24,9 @@ struct MediaConnectorOptions {
   bool allow_redirects = true;
   // gemmaserve's --disable-media-url-fetch: no network access at all (data: and file:// only).
   bool disable_url_fetch = false;
+  // vLLM's VLLM_MEDIA_EGRESS_BLOCK_PRIVATE: refuse to connect to loopback, private, link-local,
+  // multicast and reserved addresses (judged on the address actually dialed, every hop).
+  bool block_private_addresses = false;
   // The most bytes one media item may have, however it arrives.
   std::size_t max_bytes = std::size_t{20} << 20;
 };
