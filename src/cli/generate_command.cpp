@@ -178,7 +178,13 @@ int run_generate_command(const std::vector<std::string>& args) {
   GS_LOG_INFO << "generate: " << st.steps << " steps, " << st.prompt_tokens << " prompt and "
               << st.generation_tokens << " generated tokens, " << st.computed_tokens
               << " computed, prefix cache hits " << st.prefix_cache_hits << "/"
-              << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions";
+              << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions"
+              << (st.images_encoded + st.mm_cache_hits > 0
+                      ? ", " + std::to_string(st.images_encoded) + " images encoded in " +
+                            std::to_string(st.encoder_seconds) + " s, encoder cache hits " +
+                            std::to_string(st.mm_cache_hits) + "/" +
+                            std::to_string(st.mm_cache_queries)
+                      : std::string());
   return 0;
 }
 
