@@ -29,7 +29,9 @@ class Engine:
     def __init__(self, args: Dict[str, Any]) -> None: ...
     def generate(
         self,
-        prompts: List[Tuple[Optional[str], Optional[List[int]]]],
+        # (text, ids, images: encoded bytes or (width, height, RGB bytes), mm_processor_kwargs
+        # as JSON text)
+        prompts: List[Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str]]],
         params: List[Any],
         max_tokens_to_context: List[bool],
         on_finished: Optional[Callable[[int, int, int, int], None]],

@@ -6,7 +6,9 @@ from typing import Any, Dict, List, TypedDict, Union
 
 
 class _MultiModal(TypedDict, total=False):
-    multi_modal_data: Dict[str, Any]  # not served yet: LLM.generate raises ValueError
+    # {"image": image or [images]}: PIL images, encoded bytes or paths, one per <|image|>
+    multi_modal_data: Dict[str, Any]
+    mm_processor_kwargs: Dict[str, Any]  # {"max_soft_tokens": 70|140|280|560|1120}
 
 
 class TextPrompt(_MultiModal):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from gemmaserve import _gemmaserve
@@ -23,9 +25,48 @@ _IGNORED_DEFAULTS: Dict[str, Any] = {
     "tokenizer_mode": "auto", "revision": None, "tokenizer_revision": None,
     "hf_token": None, "hf_overrides": None, "enable_chunked_prefill": None,
     "distributed_executor_backend": None, "max_seq_len_to_capture": 8192,
-    "disable_log_stats": True, "mm_processor_kwargs": None, "limit_mm_per_prompt": None,
+    "disable_log_stats": True,
     "task": "auto", "load_format": "auto", "async_scheduling": False,
 }
+
+
+# (text, token ids, images, mm_processor_kwargs as JSON) as the extension takes a prompt.
+_EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str]]
+
+
+def _pil_rgb(image: Any) -> Tuple[int, int, bytes]:
+    """A PIL image's RGB pixels as Hugging Face's convert_to_rgb gives them (transparent pixels
+    composited on white, as the server's decoder does)."""
+    if image.mode != "RGB":
+        from PIL import Image  # only reached with a PIL image, so PIL is there
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(white, rgba).convert("RGB")
+    return (image.width, image.height, image.tobytes())
+
+
+def _engine_images(index: int, data: Any) -> List[Any]:
+    """multi_modal_data's images for the extension: encoded bytes or (width, height, RGB)."""
+    if not data:
+        return []
+    if not isinstance(data, dict) or set(data) - {"image"}:
+        raise ValueError(f"prompt {index}: multi_modal_data takes {{'image': ...}} only (Gemma 4 "
+                         f"images; no video or audio), got {data!r:.80}")
+    images = data["image"]
+    if not isinstance(images, (list, tuple)):
+        images = [images]
+    out: List[Any] = []
+    for image in images:
+        if isinstance(image, (bytes, bytearray, memoryview)):
+            out.append(bytes(image))
+        elif isinstance(image, (str, os.PathLike)):
+            out.append(Path(image).read_bytes())
+        elif hasattr(image, "convert") and hasattr(image, "tobytes") and hasattr(image, "mode"):
+            out.append(_pil_rgb(image))
+        else:
+            raise ValueError(f"prompt {index}: an image must be a PIL image, encoded image bytes "
+                             f"or a file path, got {type(image).__name__}")
+    return out
 
 
 class LLM:
@@ -49,6 +90,10 @@ class LLM:
         block_size, kv_cache_dtype, long_prefill_token_threshold, generation_config,
         override_generation_config (a dict), threads, cpu_matmul_precision: the engine flags
             of ``gemmaserve serve`` under their vLLM names.
+        limit_mm_per_prompt: Most images per prompt, ``{"image": N}`` (None: no limit).
+        mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
+            560 or 1120); a prompt's own ``mm_processor_kwargs`` win.
+        mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
         **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
             ``tensor_parallel_size``, ``compilation_config``, ...) are accepted and logged.
 
@@ -68,6 +113,9 @@ class LLM:
                  generation_config: str = "auto",
                  override_generation_config: Optional[Dict[str, Any]] = None,
                  threads: Optional[int] = None, cpu_matmul_precision: Optional[str] = None,
+                 limit_mm_per_prompt: Optional[Dict[str, Any]] = None,
+                 mm_processor_kwargs: Optional[Dict[str, Any]] = None,
+                 mm_processor_cache_gb: Optional[float] = None,
                  **kwargs: Any) -> None:
         args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
                                 "generation_config": generation_config}
@@ -80,11 +128,16 @@ class LLM:
             "block_size": block_size,
             "long_prefill_token_threshold": long_prefill_token_threshold, "threads": threads,
             "cpu_matmul_precision": cpu_matmul_precision,
+            "mm_processor_cache_gb": mm_processor_cache_gb,
         }
         args.update({k: (str(v) if k == "tokenizer" else v)
                      for k, v in optional.items() if v is not None})
         if override_generation_config:
             args["override_generation_config"] = json.dumps(override_generation_config)
+        if limit_mm_per_prompt is not None:
+            args["limit_mm_per_prompt"] = json.dumps(limit_mm_per_prompt)
+        if mm_processor_kwargs is not None:
+            args["mm_processor_kwargs"] = json.dumps(mm_processor_kwargs)
         if dtype not in ("auto", None):
             logger.warning(f"LLM(dtype={dtype!r}) is accepted for vLLM compatibility and "
                            "ignored: gemmaserve computes in float32 from the checkpoint's weights")
@@ -135,7 +188,10 @@ class LLM:
         Args:
             prompts: A prompt or a list of them: strings, ``{"prompt": text}``,
                 ``{"prompt_token_ids": [...]}`` (optionally with ``"prompt"`` text to echo), or
-                a mix. A flat list of ints is one token-id prompt.
+                a mix. A flat list of ints is one token-id prompt. A dict may carry
+                ``"multi_modal_data": {"image": image or [images]}`` (a PIL image, encoded
+                PNG/JPEG/WebP/GIF bytes or a path), one per bare ``<|image|>`` of the prompt, in
+                order, and ``"mm_processor_kwargs": {"max_soft_tokens": N}``.
             sampling_params: One SamplingParams for every prompt or one per prompt; None uses
                 ``get_default_sampling_params()``.
             use_tqdm: Show vLLM's "Processed prompts" bar (or pass a tqdm-like callable).
@@ -154,24 +210,25 @@ class LLM:
                         "as one batch")
         items = self._prompt_list(prompts)
         params = self._params_list(sampling_params, len(items))
-        engine_prompts: List[Tuple[Optional[str], Optional[List[int]]]] = []
+        engine_prompts: List[_EnginePrompt] = []
         echo: List[Optional[str]] = []
         for i, p in enumerate(items):
             if isinstance(p, str):
-                engine_prompts.append((p, None))
+                engine_prompts.append((p, None, [], None))
                 echo.append(p)
                 continue
             if not isinstance(p, dict):
                 raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
                                  f"'prompt_token_ids', got {type(p).__name__}")
-            if p.get("multi_modal_data"):
-                raise ValueError(f"prompt {i}: multi_modal_data is not supported yet "
-                                 "(gemmaserve serves text only)")
+            images = _engine_images(i, p.get("multi_modal_data"))
+            kwargs = p.get("mm_processor_kwargs")
+            kwargs_json = json.dumps(kwargs) if kwargs is not None else None
             if "prompt_token_ids" in p:
-                engine_prompts.append((None, [int(t) for t in p["prompt_token_ids"]]))
+                engine_prompts.append((None, [int(t) for t in p["prompt_token_ids"]], images,
+                                       kwargs_json))
                 echo.append(p.get("prompt"))
             elif "prompt" in p:
-                engine_prompts.append((p["prompt"], None))
+                engine_prompts.append((p["prompt"], None, images, kwargs_json))
                 echo.append(p["prompt"])
             else:
                 raise ValueError(f"prompt {i} has neither 'prompt' nor 'prompt_token_ids'")

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/image_placeholders.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -100,11 +101,43 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       get(a.quantization);
     } else if (key == "cpu_matmul_precision") {
       get(a.cpu_matmul_precision);
+    } else if (key == "mm_processor_kwargs") {  // JSON text (json.dumps of the dict)
+      std::string text;
+      get(text);
+      a.mm_processor_kwargs = nlohmann::json::parse(parse_json_arg(text, key).dump());
+    } else if (key == "limit_mm_per_prompt") {  // JSON text
+      std::string text;
+      get(text);
+      a.limit_mm_per_prompt = parse_limit_mm_per_prompt(text);
+    } else if (key == "mm_processor_cache_gb") {
+      get(a.mm_processor_cache_gb);
     } else {
       throw py::type_error("unknown engine argument '" + key + "'");
     }
   }
   return a;
+}
+
+PromptImage prompt_image_from_python(const py::handle& image, std::optional<int> max_soft_tokens) {
+  PromptImage out;
+  out.max_soft_tokens = max_soft_tokens;
+  if (py::isinstance<py::bytes>(image)) {
+    const std::string bytes = image.cast<std::string>();
+    out.rgb = image::decode_image(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    return out;
+  }
+  const auto [width, height, pixels] = image.cast<std::tuple<int, int, std::string>>();
+  if (width <= 0 || height <= 0 ||
+      pixels.size() != static_cast<size_t>(width) * static_cast<size_t>(height) * 3) {
+    throw InputError("an RGB image of " + std::to_string(width) + "x" + std::to_string(height) +
+                     " needs " + std::to_string(int64_t{width} * height * 3) + " bytes, got " +
+                     std::to_string(pixels.size()));
+  }
+  out.rgb.width = width;
+  out.rgb.height = height;
+  out.rgb.pixels.assign(pixels.begin(), pixels.end());
+  return out;
 }
 
 SamplingParams sampling_params_from_python(const py::handle& sp) {

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "gemmaserve/llm.h"
 
@@ -15,6 +16,10 @@ namespace py = pybind11;
 
 // EngineArgs from {field: value} with EngineArgs' field names; TypeError names a bad value.
 EngineArgs engine_args_from_dict(const py::dict& args);
+
+// One multi_modal_data image as the package passes it: encoded bytes (decoded as the server
+// decodes an image_url) or (width, height, RGB bytes) from a PIL image. ValueError for bad data.
+PromptImage prompt_image_from_python(const py::handle& image, std::optional<int> max_soft_tokens);
 
 // The engine's parameters from a gemmaserve.SamplingParams (its attributes, vLLM's names). The
 // structured-output constraint is not set here (it needs the tokenizer; see the module).

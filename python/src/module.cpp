@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
+#include "engine/image_placeholders.h"
 #include "gemmaserve/llm.h"
 #include "server/answer_constraints.h"
 #include "server/openai_protocol.h"
@@ -86,12 +87,22 @@ void apply_tool_choice(const std::string& choice, const nlohmann::ordered_json& 
   }
 }
 
+// prompts: [(text or None, ids or None, [image...], mm_processor_kwargs JSON text or None)].
 std::vector<Prompt> engine_prompts(const py::list& prompts) {
   std::vector<Prompt> out;
   for (const py::handle item : prompts) {
-    const auto [text, ids] =
-        item.cast<std::pair<std::optional<std::string>, std::optional<std::vector<int32_t>>>>();
+    const auto [text, ids, images, kwargs] =
+        item.cast<std::tuple<std::optional<std::string>, std::optional<std::vector<int32_t>>,
+                             py::list, std::optional<std::string>>>();
     out.push_back(ids ? Prompt::from_ids(*ids) : Prompt::from_text(text.value_or("")));
+    const std::optional<int> max_soft_tokens =
+        kwargs ? parse_mm_processor_kwargs(
+                     nlohmann::json::parse(parse_json_arg(*kwargs, "mm_processor_kwargs").dump()),
+                     "mm_processor_kwargs")
+               : std::nullopt;
+    for (const py::handle image : images) {
+      out.back().images.push_back(prompt_image_from_python(image, max_soft_tokens));
+    }
   }
   return out;
 }
@@ -105,7 +116,7 @@ class PyLLM {
     llm_ = std::make_unique<LLM>(a);
   }
 
-  // prompts: [(text or None, ids or None)]; params: one gemmaserve.SamplingParams per prompt or
+  // prompts: see engine_prompts; params: one gemmaserve.SamplingParams per prompt or
   // one for all; on_finished(index, num_prompt_tokens, num_output_tokens, num_outputs) or None.
   py::list generate(const py::list& prompts, const py::list& params,
                     const std::vector<bool>& max_tokens_to_context, const py::object& on_finished) {

@@ -1,8 +1,12 @@
 #include "cli/generate_command.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/arg_parser.h"
 #include "cli/engine_flags.h"
@@ -10,6 +14,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "io/image/image_decode.h"
 
 namespace gemmaserve {
 namespace {
@@ -22,6 +27,8 @@ constexpr const char* kUsage =
     "  --min-p P  --presence-penalty X  --frequency-penalty X  --repetition-penalty X\n"
     "  --seed S (also the engine seed)  --ignore-eos  --stop TEXT...  --stop-token-ids IDS\n"
     "  --logprobs K  --prompt-logprobs K  --[no-]skip-special-tokens\n"
+    "images (repeatable): --image FILE (PNG, JPEG, WebP, GIF) goes to the next bare <|image|>\n"
+    "  token of the prompts, in order; each becomes <|image> + N x <|image|> + <image|>\n"
     "output: text per completion, or one JSON object per completion with --json\n";
 
 nlohmann::json logprobs_json(const TokenLogprobs& lp) {
@@ -58,6 +65,38 @@ nlohmann::json completion_json(const RequestOutput& r, const CompletionOutput& o
   return j;
 }
 
+// The decoded pixels of an --image file, as the server decodes an image_url.
+image::RgbImage read_image_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("--image " + path + ": cannot be read");
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  try {
+    return image::decode_image(bytes);
+  } catch (const InputError& e) {
+    throw InputError("--image " + path + ": " + e.what());
+  }
+}
+
+// Deals the images out to the prompts in the order of their bare <|image|> tokens.
+void attach_images(LLM& llm, std::vector<image::RgbImage> images, std::vector<Prompt>* prompts) {
+  const std::optional<int> image_token = llm.engine().model_config().image_token_id;
+  size_t next = 0;
+  for (Prompt& prompt : *prompts) {
+    const std::vector<int32_t> ids =
+        prompt.text ? llm.engine().encode_prompt(*prompt.text) : prompt.token_ids;
+    const auto wanted =
+        static_cast<size_t>(image_token ? std::count(ids.begin(), ids.end(), *image_token) : 0);
+    for (size_t k = 0; k < wanted && next < images.size(); ++k) {
+      prompt.images.push_back(PromptImage{std::move(images[next++]), std::nullopt});
+    }
+  }
+  if (next < images.size()) {
+    throw InputError("--image: " + std::to_string(images.size()) +
+                     " image(s) given but the prompts hold only " + std::to_string(next) +
+                     " <|image|> token(s)");
+  }
+}
+
 }  // namespace
 
 int run_generate_command(const std::vector<std::string>& args) {
@@ -67,6 +106,7 @@ int run_generate_command(const std::vector<std::string>& args) {
   p.value("--n").value("--temperature").value("--top-p").value("--top-k").value("--min-p");
   p.value("--presence-penalty").value("--frequency-penalty").value("--repetition-penalty");
   p.value("--logprobs").value("--prompt-logprobs").value("--stop").value("--stop-token-ids");
+  p.value("--image");
   p.flag("--ignore-eos").flag("--json").flag("--help", {"-h"}).flag("--skip-special-tokens");
   p.parse(args, 1);
   if (p.get_flag("--help")) {
@@ -91,7 +131,10 @@ int run_generate_command(const std::vector<std::string>& args) {
   for (const auto& s : p.all("--stop-token-ids")) {
     for (int id : parse_int_list(s, "--stop-token-ids")) stop_ids.push_back(id);
   }
+  std::vector<image::RgbImage> images;
+  for (const auto& path : p.all("--image")) images.push_back(read_image_file(path));
   LLM llm(ea);
+  if (!images.empty()) attach_images(llm, std::move(images), &prompts);
 
   SamplingParams sp = llm.default_sampling_params();
   sp.n = p.get_int("--n", sp.n);
@@ -135,7 +178,13 @@ int run_generate_command(const std::vector<std::string>& args) {
   GS_LOG_INFO << "generate: " << st.steps << " steps, " << st.prompt_tokens << " prompt and "
               << st.generation_tokens << " generated tokens, " << st.computed_tokens
               << " computed, prefix cache hits " << st.prefix_cache_hits << "/"
-              << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions";
+              << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions"
+              << (st.images_encoded + st.mm_cache_hits > 0
+                      ? ", " + std::to_string(st.images_encoded) + " images encoded in " +
+                            std::to_string(st.encoder_seconds) + " s, encoder cache hits " +
+                            std::to_string(st.mm_cache_hits) + "/" +
+                            std::to_string(st.mm_cache_queries)
+                      : std::string());
   return 0;
 }
 

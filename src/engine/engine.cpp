@@ -105,6 +105,16 @@ struct Engine::Sequence {
   int next_prompt_logprob = 1;  // first prompt position whose logprobs are still missing
 };
 
+// One image of a request: its pixels (kept to encode it again after a preemption), where its
+// soft tokens go, and its rows while a prompt computation may still need them.
+struct Engine::RequestImage {
+  PromptImage image;
+  int max_soft_tokens = 0;  // the effective budget
+  std::string hash;         // image_content_hash: the prefix-cache and encoder-cache key
+  ImagePlaceholder where;
+  EncodedImage rows;  // engine thread only
+};
+
 struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
   EngineRequest request;
   OutputCallback callback;
@@ -114,6 +124,7 @@ struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
   bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
   bool aborted = false;       // guarded by mutex_
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
+  std::vector<RequestImage> images;                           // in prompt order
 };
 
 // What one forward call computes: copies of the scheduled chunks, so an abort() during the
@@ -127,10 +138,19 @@ struct Engine::StepPlan {
     std::array<std::vector<int32_t>, kNumAttentionTypes> tables;
     LogitsWanted logits = LogitsWanted::kNone;
     bool samples = false;
+    std::vector<size_t> images;  // indices into request->images of images in this chunk
+    std::vector<EmbeddingRows> embeddings;
+    std::vector<PositionRange> vision_blocks;
+    std::vector<EncodedImage> rows;  // alive through the forward
   };
   std::vector<Item> items;
   std::vector<SequenceInput> inputs;
   int num_tokens = 0;
+  // Image work of the step, added to the counters with the step.
+  uint64_t mm_cache_queries = 0;
+  uint64_t mm_cache_hits = 0;
+  uint64_t images_encoded = 0;
+  double encoder_seconds = 0;
 };
 
 // A chunk's sample, made outside the lock and applied under it.
@@ -141,7 +161,10 @@ struct Engine::Sampled {
   StopUpdate update;
 };
 
-Engine::Engine(const EngineArgs& args) : args_(args) {
+Engine::Engine(const EngineArgs& args)
+    : args_(args),
+      encoder_cache_(
+          static_cast<uint64_t>(std::max(0.0, args.mm_processor_cache_gb) * 1073741824.0)) {
   namespace fs = std::filesystem;
   check_args(args_);
   // Workers and the engine thread each on their own CPU (vLLM's CPU backend binds too);
@@ -327,7 +350,25 @@ ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
 
 // ---- Requests in ------------------------------------------------------------------------------
 
-std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission submission) {
+std::vector<Engine::RequestImage> Engine::prepare_prompt(EngineRequest& r) const {
+  if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
+  r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
+  ExpandedPrompt expanded = expand_image_placeholders(r.prompt_token_ids, r.images);
+  r.prompt_token_ids = std::move(expanded.token_ids);
+  std::vector<RequestImage> images(r.images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    RequestImage& image = images[i];
+    image.image = std::move(r.images[i]);
+    image.max_soft_tokens = image.image.max_soft_tokens.value_or(default_max_soft_tokens_);
+    image.hash = image_content_hash(image.image.rgb, image.max_soft_tokens);
+    image.where = expanded.placeholders[i];
+  }
+  r.images.clear();
+  return images;
+}
+
+std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission submission,
+                                                                 std::vector<RequestImage> images) {
   EngineRequest& r = submission.request;
   const int vocab = model_->vocab_size();
   if (r.request_id.empty()) throw InputError("request id must not be empty");
@@ -336,12 +377,6 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
   }
   r.params.validate(vocab);
   if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
-  r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
-  ExpandedPrompt expanded = expand_image_placeholders(r.prompt_token_ids, r.images);
-  r.prompt_token_ids = std::move(expanded.token_ids);
-  if (!r.images.empty()) {
-    throw InputError("image input through the engine is not wired yet (issue 21 part 4)");
-  }
   for (int32_t id : r.prompt_token_ids) {
     if (id < 0 || id >= vocab) {
       throw InputError("Token id " + std::to_string(id) + " is out of vocabulary");
@@ -383,6 +418,7 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
     state->output.outputs.push_back(std::move(out));
   }
   state->num_unfinished = n;
+  state->images = std::move(images);
   state->request = std::move(submission.request);
   state->callback = std::move(submission.callback);
   return state;
@@ -396,6 +432,9 @@ void Engine::admit_sequence(RequestState& request, Sequence& seq) {
   nr.max_tokens = r.params.max_tokens;
   nr.priority = r.priority;
   nr.hash_extras.cache_salt = r.cache_salt;
+  for (const RequestImage& image : request.images) {
+    nr.hash_extras.multimodal.push_back({image.where.offset, image.where.length, image.hash});
+  }
   nr.skip_prefix_cache = seq.wants_prompt_logprobs;
   seq.scheduler_id = nr.request_id;
   scheduler_->add_request(std::move(nr));
@@ -410,14 +449,17 @@ void Engine::add_request(EngineRequest request, OutputCallback callback) {
 }
 
 void Engine::add_requests(std::vector<Submission> submissions) {
+  std::vector<std::vector<RequestImage>> images;
+  for (Submission& s : submissions) images.push_back(prepare_prompt(s.request));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_) throw std::runtime_error("the engine stopped after an error: " + *failure_);
     if (stopping_) throw std::runtime_error("the engine is shutting down");
     std::vector<std::shared_ptr<RequestState>> added;
     try {
-      for (Submission& s : submissions) {
-        std::shared_ptr<RequestState> state = make_request_state(std::move(s));
+      for (size_t i = 0; i < submissions.size(); ++i) {
+        std::shared_ptr<RequestState> state =
+            make_request_state(std::move(submissions[i]), std::move(images[i]));
         const int n = static_cast<int>(state->sequences.size());
         const int prompt_len = static_cast<int>(state->request.prompt_token_ids.size());
         // Holding samples back only pays when the prompt has a full block to share.
@@ -538,6 +580,7 @@ void Engine::run_loop() {
     stalled_at = kNotStalled;
     lock.unlock();
     try {
+      attach_images(&plan);
       model_->forward(plan.inputs, *cache_, &forward);
       sample_step(plan, forward, &sampled);
     } catch (const std::exception& e) {
@@ -549,6 +592,10 @@ void Engine::run_loop() {
     }
     lock.lock();
     ++counters_.steps;
+    counters_.mm_cache_queries += plan.mm_cache_queries;
+    counters_.mm_cache_hits += plan.mm_cache_hits;
+    counters_.images_encoded += plan.images_encoded;
+    counters_.encoder_seconds += plan.encoder_seconds;
     apply_step(plan, sampled, &emissions);
     lock.unlock();
     deliver(emissions);
@@ -560,6 +607,8 @@ bool Engine::plan_step(StepPlan* plan) {
   plan->items.clear();
   plan->inputs.clear();
   plan->num_tokens = 0;
+  plan->mm_cache_queries = plan->mm_cache_hits = plan->images_encoded = 0;
+  plan->encoder_seconds = 0;
   const SchedulerOutput out = scheduler_->schedule();
   if (out.empty()) return false;
   for (const ScheduledChunk& chunk : out.scheduled) {
@@ -574,6 +623,13 @@ bool Engine::plan_step(StepPlan* plan) {
       item.tables[t].assign(chunk.block_tables[t].begin(), chunk.block_tables[t].end());
     }
     item.samples = chunk.samples;
+    const int32_t chunk_end = chunk.start_pos + static_cast<int32_t>(chunk.tokens.size());
+    for (size_t k = 0; k < state.images.size(); ++k) {
+      const ImagePlaceholder& where = state.images[k].where;
+      if (where.offset < chunk_end && where.offset + where.length > chunk.start_pos) {
+        item.images.push_back(k);
+      }
+    }
     // Rows for prompt logprobs: positions p predict p + 1; prompt targets still missing.
     const int prompt_len = static_cast<int>(state.request.prompt_token_ids.size());
     const int first_pos = chunk.start_pos;
@@ -598,6 +654,56 @@ bool Engine::plan_step(StepPlan* plan) {
     plan->inputs.push_back(in);
   }
   return true;
+}
+
+EncodedImage Engine::encoded_rows(const RequestImage& image, StepPlan* plan) {
+  if (image.rows) return image.rows;
+  if (encoder_cache_.enabled()) {
+    ++plan->mm_cache_queries;
+    if (EncodedImage rows = encoder_cache_.find(image.hash)) {
+      ++plan->mm_cache_hits;
+      return rows;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const VisionConfig& vision = *model_->config().vision;
+  Gemma4ImageProcessorOptions options;
+  options.patch_size = vision.patch_size;
+  options.pooling_kernel_size = vision.pooling_kernel_size;
+  options.max_soft_tokens = image.max_soft_tokens;
+  const image::RgbImage& rgb = image.image.rgb;
+  const Gemma4ImagePatches patches =
+      gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
+  auto rows = std::make_shared<std::vector<float>>();
+  model_->encode_image({patches.pixel_values, patches.position_ids}, rows.get());
+  const size_t want = static_cast<size_t>(image.where.length) *
+                      static_cast<size_t>(model_->text_config().hidden_size);
+  if (rows->size() != want) {
+    throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
+                           " floats, its placeholder holds " + std::to_string(want));
+  }
+  ++plan->images_encoded;
+  plan->encoder_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EncodedImage shared = std::move(rows);
+  encoder_cache_.insert(image.hash, shared);
+  return shared;
+}
+
+void Engine::attach_images(StepPlan* plan) {
+  for (size_t i = 0; i < plan->items.size(); ++i) {
+    StepPlan::Item& item = plan->items[i];
+    if (item.images.empty()) continue;
+    for (size_t k : item.images) {
+      RequestImage& image = item.request->images[k];
+      image.rows = encoded_rows(image, plan);
+      item.rows.push_back(image.rows);
+      item.embeddings.push_back({image.where.offset, image.where.length, image.rows->data()});
+      item.vision_blocks.push_back({image.where.offset, image.where.offset + image.where.length});
+    }
+    plan->inputs[i].embeddings = item.embeddings;
+    plan->inputs[i].vision_blocks = item.vision_blocks;
+  }
 }
 
 void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
@@ -721,6 +827,12 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
     ++counters_.generation_tokens;
     if (!seq.prompt_computed) {
       seq.prompt_computed = true;
+      const bool all_computed =
+          std::all_of(state->sequences.begin(), state->sequences.end(),
+                      [](const Sequence& other) { return other.prompt_computed; });
+      if (all_computed) {
+        for (RequestImage& image : state->images) image.rows.reset();  // recompute re-fetches
+      }
       counters_.prompt_tokens += state->request.prompt_token_ids.size();
       if (seq.wants_prompt_logprobs) {
         state->output.prompt_logprobs = state->prompt_logprobs;

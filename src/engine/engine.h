@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/encoder_cache.h"
 #include "engine/engine_setup.h"
 #include "engine/image_placeholders.h"
 #include "engine/json_object_grammar.h"
@@ -159,6 +160,7 @@ class Engine {
  private:
   struct Sequence;
   struct RequestState;
+  struct RequestImage;
   struct StepPlan;
   struct Sampled;
   struct Emission {
@@ -166,14 +168,22 @@ class Engine {
     RequestOutputDelta delta;
   };
 
+  // The BOS rule and image expansion of a request's prompt, and its images' hashes (the costly
+  // part of a request's checks, so it runs before the lock).
+  std::vector<RequestImage> prepare_prompt(EngineRequest& request) const;
   // Checks a request and builds its state (no engine state changes). Under mutex_.
-  std::shared_ptr<RequestState> make_request_state(Submission submission);
+  std::shared_ptr<RequestState> make_request_state(Submission submission,
+                                                   std::vector<RequestImage> images);
   // Hands a sequence to the scheduler and indexes it. Under mutex_.
   void admit_sequence(RequestState& request, Sequence& seq);
 
   void run_loop();
   // Schedules one step and copies what the forward needs. Under mutex_.
   bool plan_step(StepPlan* plan);
+  // Soft-token rows for the images of the step's chunks (encoder cache, else the vision tower)
+  // and the chunks' embeddings and image blocks. Engine thread, outside the lock.
+  void attach_images(StepPlan* plan);
+  EncodedImage encoded_rows(const RequestImage& image, StepPlan* plan);
   // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
   void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
   // Applies a step's samples to the scheduler and the outputs. Under mutex_.
@@ -200,6 +210,7 @@ class Engine {
   int default_max_soft_tokens_ = 280;
   KvCachePlan plan_;
   std::unique_ptr<KvCache> cache_;  // written by the engine thread only (inside forward)
+  EncoderCache encoder_cache_;      // engine thread only
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -62,7 +62,17 @@ int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
   o.pooling_kernel_size = vision.pooling_kernel_size;
   o.max_soft_tokens = max_soft_tokens;
   const Gemma4ResizeTarget t = gemma4_resize_target(height, width, o);
-  const int64_t patches = int64_t{t.height / o.patch_size} * (t.width / o.patch_size);
+  const int rows = t.height / o.patch_size;
+  const int columns = t.width / o.patch_size;
+  if (std::max(rows, columns) > vision.position_embedding_size) {
+    throw InputError("a " + std::to_string(width) + "x" + std::to_string(height) +
+                     " image at max_soft_tokens " + std::to_string(max_soft_tokens) + " is " +
+                     std::to_string(columns) + "x" + std::to_string(rows) +
+                     " patches, more per side than the vision tower's position table holds (" +
+                     std::to_string(vision.position_embedding_size) +
+                     "); use a smaller max_soft_tokens");
+  }
+  const int64_t patches = int64_t{rows} * columns;
   return static_cast<int>(patches / (int64_t{o.pooling_kernel_size} * o.pooling_kernel_size));
 }
 

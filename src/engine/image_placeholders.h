@@ -46,7 +46,8 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
                                          const ImageTokenIds& tokens);
 
 // Soft tokens of a width x height image at `max_soft_tokens` (HF's _get_num_multimodal_tokens:
-// resize target / patch, / pooling²). InputError where HF's resize raises.
+// resize target / patch, / pooling²). InputError where HF's resize raises, or when the patch
+// grid has more patches per side than the tower's position table (position_embedding_size).
 int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
                              int max_soft_tokens);
 

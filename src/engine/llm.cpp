@@ -54,7 +54,14 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
       }
     }
     per_prompt[i] = params[params.size() == 1 ? 0 : i];
-    const int prompt_len = static_cast<int>(ids[i].size());
+    // The engine expands the images itself; their soft tokens count toward the length here.
+    int prompt_len = static_cast<int>(ids[i].size());
+    try {
+      prompt_len = static_cast<int>(
+          engine_->expand_image_placeholders(ids[i], prompts[i].images).token_ids.size());
+    } catch (const InputError& e) {
+      throw InputError(name + ": " + e.what());
+    }
     if (!options.max_tokens_to_context.empty() && options.max_tokens_to_context[i]) {
       check_request_length(prompt_len, std::nullopt, engine_->max_model_len());
       per_prompt[i].max_tokens = engine_->max_model_len() - prompt_len;
@@ -78,6 +85,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     Submission s;
     s.request.request_id = std::to_string(next_request_++);
     s.request.prompt_token_ids = std::move(ids[i]);
+    s.request.images = prompts[i].images;
     s.request.prompt = prompts[i].text;
     s.request.params = std::move(per_prompt[i]);
     s.callback = [&collector, i](const RequestOutput& output, const RequestOutputDelta&) {

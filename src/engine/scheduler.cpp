@@ -56,10 +56,18 @@ void Scheduler::add_request(NewRequest request) {
   validate_block_hash_extras(request.hash_extras);
   const int max_tokens = request.max_tokens.value_or(config_.max_model_len - prompt_len);
   const int max_len = std::min(config_.max_model_len, prompt_len + max_tokens);
-  const int max_chunk =
+  int max_chunk =
       config_.long_prefill_token_threshold > 0
           ? std::min(config_.long_prefill_token_threshold, config_.max_num_batched_tokens)
           : config_.max_num_batched_tokens;
+  // A chunk reaching an image takes all of it, past the budget if need be.
+  for (const MultimodalPlaceholder& p : request.hash_extras.multimodal) {
+    if (p.offset + p.length > prompt_len) {
+      throw InputError("multimodal placeholder at " + std::to_string(p.offset) +
+                       " runs past the prompt's " + std::to_string(prompt_len) + " tokens");
+    }
+    max_chunk = std::max(max_chunk, static_cast<int>(p.length));
+  }
   if (!kv_.fits_alone(max_len, max_chunk)) {
     throw InputError("request '" + request.request_id + "' may grow to " + std::to_string(max_len) +
                      " tokens, more than the whole KV cache holds; raise "
@@ -84,6 +92,31 @@ void Scheduler::add_request(NewRequest request) {
 void Scheduler::update_block_hashes(SchedulerRequest* r) {
   if (!kv_.prefix_caching_enabled()) return;
   append_block_hashes(r->token_ids, kv_.block_size(), r->hash_extras, &r->block_hashes);
+}
+
+int Scheduler::fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new) const {
+  const int64_t end = start + num_new;
+  for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
+    const int64_t image_end = p.offset + p.length;
+    if (p.offset >= end) break;
+    if (image_end <= end) continue;
+    // The chunk would end inside this image: stop before it, or take all of it.
+    return static_cast<int>(p.offset > start ? p.offset - start : image_end - start);
+  }
+  return num_new;
+}
+
+PrefixHit Scheduler::find_prefix_hit(const SchedulerRequest& r) const {
+  PrefixHit hit = kv_.find_prefix_hit(r.block_hashes, r.num_tokens());
+  for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
+    if (p.offset >= hit.num_tokens) break;
+    if (p.offset + p.length <= hit.num_tokens) continue;
+    // The hit ends inside an image: end it at the last block boundary before the image.
+    const size_t blocks = static_cast<size_t>(p.offset / kv_.block_size());
+    return kv_.find_prefix_hit(std::span<const BlockHash>(r.block_hashes).first(blocks),
+                               r.num_tokens());
+  }
+  return hit;
 }
 
 void Scheduler::remove_running(SchedulerRequest* r) {
@@ -126,9 +159,10 @@ SchedulerOutput Scheduler::schedule() {
   // Running requests first, in admission order: decodes and unfinished prefills.
   const std::vector<SchedulerRequest*> running_snapshot = running_;
   for (SchedulerRequest* r : running_snapshot) {
-    if (budget == 0) break;
+    if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int num_new = chunk_cap(r->num_tokens() - r->num_computed_tokens, budget);
+    const int num_new = fit_chunk_to_images(
+        *r, r->num_computed_tokens, chunk_cap(r->num_tokens() - r->num_computed_tokens, budget));
     if (num_new <= 0) continue;
     bool allocated = false;
     while (true) {
@@ -164,8 +198,9 @@ SchedulerOutput Scheduler::schedule() {
       SchedulerRequest* r = waiting_.begin()->second;
       PrefixHit hit;
       const bool lookup = kv_.prefix_caching_enabled() && !r->skip_prefix_cache;
-      if (lookup) hit = kv_.find_prefix_hit(r->block_hashes, r->num_tokens());
-      const int num_new = chunk_cap(r->num_tokens() - hit.num_tokens, budget);
+      if (lookup) hit = find_prefix_hit(*r);
+      const int num_new = fit_chunk_to_images(*r, hit.num_tokens,
+                                              chunk_cap(r->num_tokens() - hit.num_tokens, budget));
       if (!kv_.allocate_slots(r->request_id, hit.num_tokens, num_new, lookup ? &hit : nullptr)) {
         break;  // FCFS: later requests wait behind this one
       }

@@ -10,6 +10,11 @@
 // are freed and it goes back to waiting with no computed tokens; its generated tokens stay in
 // its token list and are recomputed as prompt, like vLLM's recompute preemption. Waiting
 // requests are only admitted in steps without preemption, and never preempt anyone.
+// Images: the placeholders in hash_extras.multimodal are never split across steps (their
+// tokens attend to each other both ways; vLLM's disable_chunked_mm_input). A chunk that would
+// end inside one stops before it, or, when the image starts the chunk, takes all of it even
+// past the budget (a 1120-token image runs with a 512-token budget; the step then ends). A
+// prefix-cache hit never ends inside an image: it is cut to the last block boundary before it.
 //
 // Engine loop (the caller):
 //   scheduler.add_request({...});                       // InputError with vLLM's message
@@ -164,6 +169,10 @@ class Scheduler {
   using WaitingKey = std::pair<int, uint64_t>;  // (priority, arrival)
 
   void update_block_hashes(SchedulerRequest* r);
+  // A chunk of num_new tokens of r from `start`, moved so it does not end inside an image.
+  int fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new) const;
+  // The request's longest prefix-cache hit that does not end inside an image.
+  PrefixHit find_prefix_hit(const SchedulerRequest& r) const;
   // Frees the request's blocks and sends it back to waiting.
   void preempt(SchedulerRequest* r);
   void remove_running(SchedulerRequest* r);

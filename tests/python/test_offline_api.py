@@ -274,7 +274,13 @@ def test_bad_generate_arguments_raise_engine_messages(dense: LLM) -> None:
          "512"),
         (lambda: dense.generate({"prompt": "x", "multi_modal_data": {"image": None}}, sp,
                                 use_tqdm=False),
-         "prompt 0: multi_modal_data is not supported yet (gemmaserve serves text only)"),
+         "prompt 0: an image must be a PIL image, encoded image bytes or a file path, got "
+         "NoneType"),
+        (lambda: dense.generate({"prompt_token_ids": [2, 3], "multi_modal_data": {
+            "image": str(SOURCE_DIR / "tests" / "data" / "images" / "noise_20x12.png")}}, sp,
+            use_tqdm=False),
+         "prompt 0: This model does not accept image input: " + golden_model("dense") +
+         " has no vision encoder."),
         (lambda: dense.generate([{"text": "x"}], sp, use_tqdm=False),
          "prompt 0 has neither 'prompt' nor 'prompt_token_ids'"),
         (lambda: dense.generate([[2, 3]], SamplingParams(

@@ -49,8 +49,8 @@ std::vector<json> generate(const std::string& flags, int* exit_code = nullptr) {
 
 // The last line of stderr of a failing command (earlier lines are log output).
 testing::CommandResult generate_error(const std::string& flags) {
-  auto r = run_command(cli_binary().string() + " generate " + flags + kSmallCache +
-                       " 2>&1 >/dev/null");
+  auto r =
+      run_command(cli_binary().string() + " generate " + flags + kSmallCache + " 2>&1 >/dev/null");
   if (r.out.size() > 1) {
     size_t nl = r.out.rfind('\n', r.out.size() - 2);
     if (nl != std::string::npos) r.out = r.out.substr(nl + 1);
@@ -137,7 +137,8 @@ TEST(GenerateCli, LogprobsAndPromptLogprobs) {
 
 TEST(GenerateCli, SeveralPromptsRunTogetherAndMatchAlone) {
   const json ref = golden_ref("dense");
-  std::string flags = golden_model("dense").string() + " --max-tokens 4 --temperature 0 "
+  std::string flags = golden_model("dense").string() +
+                      " --max-tokens 4 --temperature 0 "
                       "--ignore-eos --json";
   std::string batch_flags = flags;
   std::vector<json> alone;
@@ -154,8 +155,9 @@ TEST(GenerateCli, BadInputGetsClearErrors) {
   const std::string model = golden_model("dense").string();
   auto r = generate_error("/nonexistent/model --prompt-ids 2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.out, "error: /nonexistent/model/config.json: missing (not a Hugging Face checkpoint "
-                   "folder?)\n");
+  EXPECT_EQ(r.out,
+            "error: /nonexistent/model/config.json: missing (not a Hugging Face checkpoint "
+            "folder?)\n");
   r = generate_error(model + " --prompt-ids 2,x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "error: --prompt-ids: 'x' is not an integer (expected a list like 2,45,67)\n");
@@ -165,13 +167,15 @@ TEST(GenerateCli, BadInputGetsClearErrors) {
   EXPECT_EQ(r.out, "error: a text prompt needs a tokenizer, and " + model +
                        " has none (pass --tokenizer or use token ids)\n");
   r = generate_error(model + " --prompt-ids 2 --max-tokens 200000");
-  EXPECT_EQ(r.out, "error: 'max_tokens' or 'max_completion_tokens' is too large: 200000. This "
-                   "model's maximum context length is 131072 tokens and your request has 1 input "
-                   "tokens (200000 > 131072 - 1).\n");
+  EXPECT_EQ(r.out,
+            "error: 'max_tokens' or 'max_completion_tokens' is too large: 200000. This "
+            "model's maximum context length is 131072 tokens and your request has 1 input "
+            "tokens (200000 > 131072 - 1).\n");
   r = generate_error(model + " --prompt-ids 2,3,4,5 --max-model-len 4");
-  EXPECT_EQ(r.out, "error: This model's maximum context length is 4 tokens. However, your "
-                   "request has 4 input tokens. Please reduce the length of the input "
-                   "messages.\n");
+  EXPECT_EQ(r.out,
+            "error: This model's maximum context length is 4 tokens. However, your "
+            "request has 4 input tokens. Please reduce the length of the input "
+            "messages.\n");
   r = generate_error(model + " --prompt-ids 2 --temperature -1");
   EXPECT_EQ(r.out, "error: temperature must be non-negative, got -1.0.\n");
   r = generate_error(model + " --prompt-ids 2 --bogus");
@@ -191,11 +195,12 @@ TEST(GenerateCli, EngineFlagsAreAcceptedAndDoNotChangeTokens) {
                            " --max-tokens 6 --temperature 0 --ignore-eos --logprobs 2 --json";
   const auto plain = generate(base);
   ASSERT_EQ(plain.size(), ref["batch"]["prompts"].size());
-  const auto tuned = generate(base + " --block-size 4 --max-num-seqs 2 --max-num-batched-tokens 9 "
-                                     "--long-prefill-token-threshold 5 --no-enable-prefix-caching "
-                                     "--max-model-len 1k --kv-cache-memory-bytes 2M --threads 1 "
-                                     "--seed 3 --generation-config vllm "
-                                     "--override-generation-config '{\"top_k\": 3}'");
+  const auto tuned = generate(base +
+                              " --block-size 4 --max-num-seqs 2 --max-num-batched-tokens 9 "
+                              "--long-prefill-token-threshold 5 --no-enable-prefix-caching "
+                              "--max-model-len 1k --kv-cache-memory-bytes 2M --threads 1 "
+                              "--seed 3 --generation-config vllm "
+                              "--override-generation-config '{\"top_k\": 3}'");
   EXPECT_EQ(plain, tuned);
 }
 
@@ -268,6 +273,44 @@ TEST(BenchCli, ThroughputAndLatencyReportTokensPerSecond) {
   r = run_command(cli_binary().string() + " bench sideways " + common + " 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("unknown benchmark 'sideways'"), std::string::npos) << r.out;
+}
+
+// --image goes to the next bare <|image|> of the prompts: the JSON shows the expanded prompt
+// (<|image> + 60 soft tokens + <image|> for a 20x12 image at 70), and a step budget smaller than
+// the image gives the same tokens.
+TEST(GenerateCli, ImagesExpandTheirPlaceholders) {
+  const std::string images = (source_dir() / "tests/data/images").string();
+  const std::string flags = golden_model("vision").string() +
+                            " --prompt-ids 2,178,507,214 --prompt-ids 2,507,30,507 --image " +
+                            images + "/noise_20x12.png --image " + images +
+                            "/gradient_16x16.png --image " + images +
+                            "/noise_20x12.png --mm-processor-kwargs '{\"max_soft_tokens\": 70}' "
+                            "--max-tokens 4 --temperature 0 --json";
+  int code = -1;
+  const std::vector<json> out = generate(flags, &code);
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(out.size(), 2u);
+  const auto prompt = out[0]["prompt_token_ids"].get<std::vector<int>>();
+  ASSERT_EQ(prompt.size(), 3u + 1 + 60 + 1);
+  EXPECT_EQ(prompt[2], 505);
+  EXPECT_EQ(prompt[3], 507);
+  EXPECT_EQ(prompt[63], 506);
+  EXPECT_EQ(prompt[64], 214);
+  EXPECT_EQ(out[1]["prompt_token_ids"].size(), 1u + (1 + 64 + 1) + 1 + (1 + 60 + 1));
+  EXPECT_EQ(out[0]["token_ids"].size(), 4u);
+  const std::vector<json> small = generate(flags + " --max-num-batched-tokens 8");
+  ASSERT_EQ(small.size(), 2u);
+  EXPECT_EQ(small[0]["token_ids"], out[0]["token_ids"]);
+  EXPECT_EQ(small[1]["token_ids"], out[1]["token_ids"]);
+
+  auto r = generate_error(golden_model("vision").string() + " --prompt-ids 2,30 --image " + images +
+                          "/noise_20x12.png");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out,
+            "error: --image: 1 image(s) given but the prompts hold only 0 <|image|> token(s)\n");
+  r = generate_error(golden_model("vision").string() + " --prompt-ids 2,507 --image " + images +
+                     "/missing.png");
+  EXPECT_EQ(r.out, "error: --image " + images + "/missing.png: cannot be read\n");
 }
 
 }  // namespace

@@ -6,21 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "test_support.h"
 
 namespace gemmaserve {
 namespace {
 
 constexpr ImageTokenIds kTokens{507, 505, 506};  // the tiny vision fixture's ids
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::input_error_of;
 
 TEST(ImagePlaceholders, EachBareImageTokenExpandsForTheNextImage) {
   const std::vector<int32_t> ids = {2, 10, 507, 11, 507, 12};
@@ -45,15 +38,15 @@ TEST(ImagePlaceholders, NoImagesLeavesTextAlone) {
 TEST(ImagePlaceholders, CountMismatchIsAnInputError) {
   const std::vector<int32_t> two = {2, 507, 507};
   const std::vector<int> one = {4};
-  EXPECT_EQ(error_of([&] { expand_image_placeholders(two, one, kTokens); }),
+  EXPECT_EQ(input_error_of([&] { expand_image_placeholders(two, one, kTokens); }),
             "Found 2 <|image|> tokens in the prompt but 1 image was given; the prompt needs one "
             "<|image|> per image, in order");
   const std::vector<int32_t> none = {2, 10};
-  EXPECT_EQ(error_of([&] { expand_image_placeholders(none, one, kTokens); }),
+  EXPECT_EQ(input_error_of([&] { expand_image_placeholders(none, one, kTokens); }),
             "Found 0 <|image|> tokens in the prompt but 1 image was given; the prompt needs one "
             "<|image|> per image, in order");
   const std::vector<int32_t> single = {2, 507};
-  EXPECT_EQ(error_of([&] { expand_image_placeholders(single, {}, kTokens); }),
+  EXPECT_EQ(input_error_of([&] { expand_image_placeholders(single, {}, kTokens); }),
             "Found 1 <|image|> token in the prompt but 0 images were given; the prompt needs one "
             "<|image|> per image, in order");
 }
@@ -61,7 +54,7 @@ TEST(ImagePlaceholders, CountMismatchIsAnInputError) {
 TEST(ImagePlaceholders, AlreadyExpandedPromptIsRejected) {
   const std::vector<int32_t> ids = {2, 505, 507, 506};
   const std::vector<int> one = {1};
-  EXPECT_EQ(error_of([&] { expand_image_placeholders(ids, one, kTokens); }),
+  EXPECT_EQ(input_error_of([&] { expand_image_placeholders(ids, one, kTokens); }),
             "the prompt already holds an expanded image (<|image> followed by <|image|>); put one "
             "bare <|image|> per image and let the engine expand it");
 }
@@ -81,20 +74,20 @@ TEST(MmProcessorKwargs, ReadsMaxSoftTokens) {
   EXPECT_EQ(parse_mm_processor_kwargs(nullptr, "x"), std::nullopt);
   EXPECT_EQ(parse_mm_processor_kwargs(nlohmann::json::object(), "x"), std::nullopt);
   EXPECT_EQ(parse_mm_processor_kwargs({{"max_soft_tokens", 560}}, "x"), 560);
-  EXPECT_EQ(error_of([] {
+  EXPECT_EQ(input_error_of([] {
               parse_mm_processor_kwargs({{"max_soft_tokens", 100}}, "x");
             }),
             "`max_soft_tokens` must be one of (70, 140, 280, 560, 1120), got 100.");
   EXPECT_EQ(
-      error_of([] {
+      input_error_of([] {
         parse_mm_processor_kwargs({{"do_pan", true}}, "--mm-processor-kwargs");
       }),
       "--mm-processor-kwargs: unsupported key 'do_pan' (Gemma 4 images take max_soft_tokens)");
-  EXPECT_EQ(error_of([] {
+  EXPECT_EQ(input_error_of([] {
               parse_mm_processor_kwargs({{"max_soft_tokens", "280"}}, "x");
             }),
             "x: max_soft_tokens must be an integer, got \"280\"");
-  EXPECT_EQ(error_of([] { parse_mm_processor_kwargs(nlohmann::json::array(), "x"); }),
+  EXPECT_EQ(input_error_of([] { parse_mm_processor_kwargs(nlohmann::json::array(), "x"); }),
             "x must be a JSON object");
 }
 
@@ -104,14 +97,14 @@ TEST(LimitMmPerPrompt, ParsesAndChecks) {
   EXPECT_EQ(limits.at("video"), 0);
   EXPECT_NO_THROW(check_image_limit(limits, 2));
   EXPECT_NO_THROW(check_image_limit({}, 1000));
-  EXPECT_EQ(error_of([&] { check_image_limit(limits, 3); }),
+  EXPECT_EQ(input_error_of([&] { check_image_limit(limits, 3); }),
             "At most 2 image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
             "increase this limit.");
-  EXPECT_EQ(error_of([] { parse_limit_mm_per_prompt(R"({"pdf": 1})"); }),
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"pdf": 1})"); }),
             "--limit-mm-per-prompt: unknown modality 'pdf' (image, video or audio)");
-  EXPECT_EQ(error_of([] { parse_limit_mm_per_prompt(R"({"image": -1})"); }),
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"image": -1})"); }),
             "--limit-mm-per-prompt: the limit of 'image' must be a non-negative integer, got -1");
-  EXPECT_EQ(error_of([] { parse_limit_mm_per_prompt("[1]"); }),
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt("[1]"); }),
             "--limit-mm-per-prompt must be a JSON object such as '{\"image\": 2}'");
 }
 

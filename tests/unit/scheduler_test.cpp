@@ -140,7 +140,7 @@ class Harness {
       }
     }
     EXPECT_EQ(total, out.num_scheduled_tokens);
-    EXPECT_LE(total, s.config().max_num_batched_tokens);
+    EXPECT_LE(total, s.config().max_num_batched_tokens + image_overrun);
     EXPECT_LE(s.num_running(), s.config().max_num_seqs);
     rec.preempted = out.preempted;
     if (out.empty()) return rec;
@@ -163,6 +163,7 @@ class Harness {
   }
 
   Scheduler s;
+  int image_overrun = 0;  // tokens a whole image may add past the budget
   std::map<std::string, std::vector<int32_t>> outputs;
   std::map<std::string, FinishReason> reasons;
 };
@@ -487,6 +488,61 @@ TEST(Scheduler, LongPromptLeavesOnlyTheWindowInSlidingGroups) {
   }
   EXPECT_GE(held_after_prompt, 0);
   EXPECT_LE(held_after_prompt, (kWindow + kBlock - 1) / kBlock + 1);
+}
+
+// ---- Images -------------------------------------------------------------------------------------
+
+NewRequest image_request(const std::string& id, std::vector<int32_t> prompt, int64_t offset,
+                         int64_t length, const std::string& hash = "img") {
+  NewRequest r = new_request(id, std::move(prompt), 2);
+  r.hash_extras.multimodal.push_back({offset, length, hash});
+  return r;
+}
+
+TEST(Scheduler, ImageIsNeverSplitAcrossSteps) {
+  Harness h(make_scheduler(scheduler_config(4, 16)));
+  h.image_overrun = 20;
+  h.s.add_request(image_request("a", tokens_from(40, 1), 10, 20));
+  // Stops before the image, then takes all 20 image tokens past the 16-token budget.
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"a", 0, 10, false}}));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"a", 10, 20, false}}));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"a", 30, 10, true}}));
+  h.run_to_completion();
+}
+
+TEST(Scheduler, ImageBiggerThanTheBudgetEndsTheStep) {
+  Harness h(make_scheduler(scheduler_config(4, 8)));
+  h.image_overrun = 30;
+  h.s.add_request(image_request("a", tokens_from(40, 1), 0, 30));
+  h.s.add_request(new_request("b", tokens_from(5, 100), 2));
+  // The image takes the whole step (and more); b waits for the next one.
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"a", 0, 30, false}}));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"a", 30, 8, false}}));
+  h.run_to_completion();
+}
+
+TEST(Scheduler, PrefixHitNeverEndsInsideAnImage) {
+  Harness h(make_scheduler(scheduler_config(4, 64)));
+  h.s.add_request(image_request("a", tokens_from(40, 1), 6, 24));
+  h.run_to_completion();
+  // Same image, prompt ending 1 token after it: the hit (at most 30 tokens, so 28: inside the
+  // image) is cut to the block boundary before the image.
+  h.s.add_request(image_request("b", tokens_from(31, 1), 6, 24));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"b", 4, 27, true}}));
+  h.run_to_completion();
+  // The whole image cached: the hit runs past it.
+  h.s.add_request(image_request("c", tokens_from(40, 1), 6, 24));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"c", 36, 4, true}}));
+  h.run_to_completion();
+  // Another image, same tokens: no block from the image's first one on is shared.
+  h.s.add_request(image_request("d", tokens_from(40, 1), 6, 24, "other"));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"d", 4, 36, true}}));
+  h.run_to_completion();
+}
+
+TEST(Scheduler, PlaceholderPastThePromptIsRefused) {
+  Scheduler s = make_scheduler(scheduler_config(4, 64));
+  EXPECT_THROW(s.add_request(image_request("a", tokens_from(10, 1), 4, 8)), InputError);
 }
 
 TEST(Scheduler, RejectsBadConfig) {

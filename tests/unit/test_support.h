@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::testing {
@@ -51,6 +52,17 @@ CommandResult run_command(const std::string& command);
 // `specials` of them special added tokens (the first is also BOS), then the 256 byte-fallback
 // tokens <0x00>..<0xFF>.
 Tokenizer pieces_tokenizer(std::vector<std::string> pieces, int specials);
+
+// The message of the InputError `f` throws, or "no error".
+template <typename F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 }  // namespace gemmaserve::testing
 

@@ -1,0 +1,287 @@
+// Images through the Engine on the tiny vision checkpoint: the same tokens and logprobs as the
+// model's forward called by hand with the same soft tokens, an image never split across steps
+// (also one bigger than the step budget), prefix caching keyed by the image, the encoder cache,
+// limits and errors, batch invariance and preemption with images.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "engine_test_support.h"
+#include "gemma4_golden_harness.h"
+#include "model/gemma4_image_processor.h"
+
+namespace gemmaserve {
+namespace {
+
+using enginetest::expect_same_outputs;
+using enginetest::make_engine;
+using enginetest::run_alone;
+using enginetest::run_together;
+using enginetest::RunResult;
+using enginetest::tiny_args;
+
+constexpr int32_t kImage = 507;  // the fixture's <|image|>
+constexpr int32_t kBoi = 505;
+constexpr int kBudget = 70;  // soft tokens: a 20x12 image gives 60, a 16x16 one 64
+
+// Pixels from a seeded generator, so two seeds give two different images of the same size.
+PromptImage test_image(int width, int height, uint32_t seed, int budget = kBudget) {
+  PromptImage im;
+  im.rgb.width = width;
+  im.rgb.height = height;
+  im.rgb.pixels.resize(static_cast<size_t>(width) * height * 3);
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (uint8_t& p : im.rgb.pixels) {
+    x = x * 1664525u + 1013904223u;
+    p = static_cast<uint8_t>(x >> 24);
+  }
+  im.max_soft_tokens = budget;
+  return im;
+}
+
+EngineRequest image_request(const std::string& id, std::vector<int32_t> prompt,
+                            std::vector<PromptImage> images, int max_tokens = 8) {
+  EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = std::move(prompt);
+  r.images = std::move(images);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.params.logprobs = 0;
+  return r;
+}
+
+// BOS, some text, an image, more text, a second image, text: the two-image prompt.
+const std::vector<int32_t> kTwoImagePrompt = {2, 178, 199, kImage, 28, 70, kImage, 214, 410, 106};
+const std::vector<int32_t> kOneImagePrompt = {2, 178, 199, 28, 70, kImage, 214, 410, 106};
+
+std::vector<PromptImage> two_images() { return {test_image(20, 12, 1), test_image(16, 16, 2)}; }
+
+using testing::input_error_of;
+
+float log_softmax_at(const float* logits, int vocab, int id) {
+  const float max = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  return static_cast<float>(logits[id] - max - std::log(sum));
+}
+
+TEST(EngineImages, MatchesTheForwardCalledByHand) {
+  EngineArgs args = tiny_args("vision");
+  args.kv_cache_dtype = "f32";  // as the hand-run KvCache
+  auto engine = make_engine(args);
+  const RunResult run = run_together(*engine, {image_request("a", kTwoImagePrompt, two_images())});
+  const RequestOutput& out = run.outputs[0];
+  const ExpandedPrompt expanded = engine->expand_image_placeholders(kTwoImagePrompt, two_images());
+  ASSERT_EQ(out.prompt_token_ids, expanded.token_ids);
+  ASSERT_EQ(expanded.placeholders.size(), 2u);
+  EXPECT_EQ(expanded.placeholders[0].length, 60);
+  EXPECT_EQ(expanded.placeholders[1].length, 64);
+  EXPECT_EQ(out.prompt_token_ids.size(), kTwoImagePrompt.size() + 60 + 64 + 2 * 1);
+
+  // By hand: preprocess, encode, one prefill step with the rows and blocks, greedy decodes.
+  auto model = golden::load_model(enginetest::golden_model("vision"), 2);
+  const int vocab = model->vocab_size();
+  std::vector<std::vector<float>> rows(2);
+  golden::PagedRunner::ImageInputs inputs;
+  const std::vector<PromptImage> images = two_images();
+  for (size_t k = 0; k < 2; ++k) {
+    Gemma4ImageProcessorOptions o;
+    o.patch_size = 4;
+    o.pooling_kernel_size = 2;
+    o.max_soft_tokens = kBudget;
+    const Gemma4ImagePatches p =
+        gemma4_preprocess_image(images[k].rgb.pixels, images[k].rgb.width, images[k].rgb.height, o);
+    model->encode_image({p.pixel_values, p.position_ids}, &rows[k]);
+    const ImagePlaceholder& w = expanded.placeholders[k];
+    inputs.embeddings.push_back({w.offset, w.length, rows[k].data()});
+    inputs.blocks.push_back({w.offset, w.offset + w.length});
+  }
+  golden::PagedRunner runner(*model, 16, 512);
+  const int seq = runner.add_sequence();
+  ForwardOutput f = runner.step({seq}, {expanded.token_ids}, LogitsWanted::kLast, {inputs});
+  const CompletionOutput& c = out.outputs[0];
+  ASSERT_EQ(c.token_ids.size(), 8u);
+  for (size_t i = 0; i < c.token_ids.size(); ++i) {
+    const int32_t want =
+        static_cast<int32_t>(std::max_element(f.logits.begin(), f.logits.end()) - f.logits.begin());
+    EXPECT_EQ(c.token_ids[i], want) << "token " << i;
+    EXPECT_NEAR(c.logprobs->at(i).at(want), log_softmax_at(f.logits.data(), vocab, want), 1e-5)
+        << "token " << i;
+    f = runner.step1(seq, {want}, LogitsWanted::kLast);
+  }
+}
+
+TEST(EngineImages, NeverSplitAcrossStepsEvenPastTheBudget) {
+  const EngineRequest request = image_request("a", kTwoImagePrompt, two_images());
+  const RunResult roomy = run_together(*make_engine(tiny_args("vision")), {request});
+  EngineArgs small = tiny_args("vision");
+  small.max_num_batched_tokens = 16;  // every image is bigger than a step
+  auto engine = make_engine(small);
+  const RunResult got = run_together(*engine, {request});
+  expect_same_outputs(roomy.outputs[0], got.outputs[0], "budget 16");
+  // Text 0..2, boi; image 1 (60); eoi + text + boi; image 2 (64); the rest, then 7 decodes.
+  EXPECT_EQ(got.steps, 5u + 7u);
+}
+
+// The tiny tower's 64-entry position table caps it below 1120 soft tokens (the test below
+// checks that error); 560 soft tokens (529 for a square) against a 128-token budget is the
+// same case as 1120 against 512.
+TEST(EngineImages, ImageFarBiggerThanTheStepBudgetRuns) {
+  const EngineRequest request =
+      image_request("a", kOneImagePrompt, {test_image(64, 64, 3, 560)}, 4);
+  EngineArgs args = tiny_args("vision");
+  args.max_model_len = 1024;
+  args.max_num_batched_tokens = 128;
+  auto engine = make_engine(args);
+  const RunResult got = run_together(*engine, {request});
+  EXPECT_EQ(got.outputs[0].prompt_token_ids.size(), kOneImagePrompt.size() + 529 + 1);
+  EXPECT_EQ(got.outputs[0].outputs[0].token_ids.size(), 4u);
+  args.max_num_batched_tokens = 2048;
+  expect_same_outputs(run_together(*make_engine(args), {request}).outputs[0], got.outputs[0],
+                      "budget 2048");
+}
+
+TEST(EngineImages, PrefixCacheKeysOnTheImage) {
+  auto engine = make_engine(tiny_args("vision"));
+  // 16-token blocks; the image's soft tokens start at 6 (after <|image>) and end at 66; 93
+  // tokens in all.
+  std::vector<int32_t> prompt = {2, 178, 199, 28, 70, kImage, 214, 410, 106, 30, 31, 32};
+  for (int32_t t = 40; t < 60; ++t) prompt.push_back(t);
+  const RunResult first =
+      run_together(*engine, {image_request("a", prompt, {test_image(20, 12, 1)})});
+  EXPECT_EQ(first.outputs[0].num_cached_tokens, 0);
+  const RunResult same =
+      run_together(*engine, {image_request("b", prompt, {test_image(20, 12, 1)})});
+  EXPECT_EQ(same.outputs[0].num_cached_tokens, 80);  // 5 full blocks, past the image
+  expect_same_outputs(first.outputs[0], same.outputs[0], "identical image");
+  const RunResult other =
+      run_together(*engine, {image_request("c", prompt, {test_image(20, 12, 9)})});
+  EXPECT_EQ(other.outputs[0].num_cached_tokens, 0);  // block 0 already holds the image
+  const RunResult fresh = run_together(*make_engine(tiny_args("vision")),
+                                       {image_request("c", prompt, {test_image(20, 12, 9)})});
+  expect_same_outputs(fresh.outputs[0], other.outputs[0], "other image");
+  EXPECT_NE(fresh.outputs[0].outputs[0].token_ids, first.outputs[0].outputs[0].token_ids);
+}
+
+TEST(EngineImages, EncoderCacheSkipsTheTowerForARepeatedImage) {
+  EngineArgs args = tiny_args("vision");
+  args.enable_prefix_caching = false;  // else the prefix cache skips the image altogether
+  auto engine = make_engine(args);
+  const EngineRequest r = image_request("a", kTwoImagePrompt, two_images());
+  const RunResult first = run_alone(*engine, {r, r});
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.images_encoded, 2u);
+  EXPECT_EQ(s.mm_cache_queries, 4u);
+  EXPECT_EQ(s.mm_cache_hits, 2u);
+  expect_same_outputs(first.outputs[0], first.outputs[1], "cached rows");
+
+  args.mm_processor_cache_gb = 0;
+  auto uncached = make_engine(args);
+  run_alone(*uncached, {r, r});
+  EXPECT_EQ(uncached->stats().images_encoded, 4u);
+  EXPECT_EQ(uncached->stats().mm_cache_queries, 0u);
+}
+
+TEST(EngineImages, LimitsAndErrors) {
+  EngineArgs args = tiny_args("vision");
+  args.limit_mm_per_prompt = {{"image", 1}};
+  auto engine = make_engine(args);
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(image_request("a", kTwoImagePrompt, two_images()), nullptr);
+            }),
+            "At most 1 image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
+            "increase this limit.");
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(image_request("a", kTwoImagePrompt, {test_image(8, 8, 1)}),
+                                  nullptr);
+            }),
+            "Found 2 <|image|> tokens in the prompt but 1 image was given; the prompt needs one "
+            "<|image|> per image, in order");
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(image_request("a", {2, 10, kImage}, {}), nullptr);
+            }),
+            "Found 1 <|image|> token in the prompt but 0 images were given; the prompt needs one "
+            "<|image|> per image, in order");
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(image_request("a", {2, kBoi, kImage, 506}, {test_image(8, 8, 1)}),
+                                  nullptr);
+            }),
+            "the prompt already holds an expanded image (<|image> followed by <|image|>); put one "
+            "bare <|image|> per image and let the engine expand it");
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(image_request("a", kOneImagePrompt, {test_image(8, 8, 1, 100)}),
+                                  nullptr);
+            }),
+            "`max_soft_tokens` must be one of (70, 140, 280, 560, 1120), got 100.");
+  EXPECT_EQ(input_error_of([&] {
+              engine->add_request(
+                  image_request("a", kOneImagePrompt, {test_image(64, 64, 1, 1120)}), nullptr);
+            }),
+            "a 64x64 image at max_soft_tokens 1120 is 66x66 patches, more per side than the "
+            "vision tower's position table holds (64); use a smaller max_soft_tokens");
+  EXPECT_EQ(engine->stats().num_waiting, 0);
+
+  const EngineArgs text_only = tiny_args("dense");
+  auto dense = make_engine(text_only);
+  EXPECT_EQ(
+      input_error_of([&] {
+        dense->add_request(image_request("a", {2, 10, 11}, {test_image(8, 8, 1)}), nullptr);
+      }),
+      "This model does not accept image input: " + text_only.model + " has no vision encoder.");
+}
+
+// Text prompts without the fixture's multimodal ids (505..511), which would need images.
+std::vector<EngineRequest> text_requests(int count, uint64_t seed) {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.ignore_eos = true;
+  greedy.logprobs = 0;
+  std::vector<EngineRequest> requests = enginetest::varied_requests(count, 512, seed, greedy, "t");
+  for (EngineRequest& r : requests) {
+    for (int32_t& t : r.prompt_token_ids) {
+      if (t >= kBoi) t = 300;
+    }
+  }
+  return requests;
+}
+
+TEST(EngineImages, BatchInvariantAmongTextRequests) {
+  auto engine = make_engine(tiny_args("vision"));
+  const EngineRequest image = image_request("img", kTwoImagePrompt, two_images(), 12);
+  const RunResult alone = run_together(*engine, {image});
+  std::vector<EngineRequest> batch = text_requests(8, 21);
+  batch.insert(batch.begin() + 3, image);
+  EngineArgs no_cache = tiny_args("vision");
+  no_cache.enable_prefix_caching = false;  // the image is computed again, among the others
+  const RunResult mixed = run_together(*make_engine(no_cache), batch);
+  expect_same_outputs(alone.outputs[0], mixed.outputs[3], "among 8 text requests");
+}
+
+TEST(EngineImages, PreemptionRecomputesImagesToTheSameOutputs) {
+  EngineArgs roomy = tiny_args("vision");
+  roomy.max_model_len = 160;
+  roomy.kv_cache_dtype = "f32";
+  EngineArgs tight = roomy;
+  tight.kv_cache_memory_bytes = 160 << 10;
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    requests.push_back(image_request("p" + std::to_string(i), kOneImagePrompt,
+                                     {test_image(20, 12, static_cast<uint32_t>(10 + i))}, 40));
+  }
+  const RunResult expected = run_together(*make_engine(roomy), requests);
+  auto engine = make_engine(tight);
+  const RunResult got = run_together(*engine, requests);
+  const EngineStats s = engine->stats();
+  EXPECT_GT(s.preemptions, 0u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    expect_same_outputs(expected.outputs[i], got.outputs[i], requests[i].request_id);
+  }
+  for (int b : s.kv_blocks_in_use) EXPECT_EQ(b, 0);
+}
+
+}  // namespace
+}  // namespace gemmaserve
