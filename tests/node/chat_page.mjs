@@ -226,6 +226,42 @@ async function main() {
     await thinking.locator("summary").click(); // unfolded for the screenshot
     await page.screenshot({ path: opts.screenshot });
     console.log(`screenshot: ${opts.screenshot}`);
+
+    // 6. An attached image goes as an image_url data: URL part before the text; the real server
+    // (the tiny model has a vision tower) answers it.
+    await page.click("#new-chat");
+    await page.uncheck("#enable-thinking");
+    await page.fill("#tools", "");
+    await setSettings(page, { maxTokens: 8 });
+    const png = Buffer.from(
+      "iVBORw0KGgoAAAANSUhEUgAAABgAAAAQCAIAAACDRijCAAAAIElEQVR4nGNkYGjgYmCgHLEw8DNQBYwaNGrQqEEj1SAA0KAChbGsTJsAAAAASUVORK5CYII=",
+      "base64",
+    );
+    let imageBody = null;
+    const onRequest = (r) => {
+      if (r.url().endsWith("/v1/chat/completions")) imageBody = r.postDataJSON();
+    };
+    page.on("request", onRequest);
+    await page.setInputFiles("#image-file", { name: "grid.png", mimeType: "image/png", buffer: png });
+    await page.waitForFunction(() => document.getElementById("attached").textContent === "1 image(s)");
+    await sendMessage(page, "What is in this picture?");
+    const imageTurn = assistant(page, 0);
+    await imageTurn.and(page.locator('[data-state="done"], [data-state="error"]')).waitFor({ timeout: 60000 });
+    page.off("request", onRequest);
+    check(
+      (await imageTurn.getAttribute("data-state")) === "done",
+      `the image turn failed: ${await imageTurn.locator(".meta").textContent()}`,
+    );
+    const parts = imageBody?.messages?.at(-1)?.content;
+    check(
+      Array.isArray(parts) && parts.length === 2 && parts[0].type === "image_url" &&
+        parts[0].image_url.url === `data:image/png;base64,${png.toString("base64")}` &&
+        parts[1].type === "text" && parts[1].text === "What is in this picture?",
+      `the image was not sent as an image_url part: ${JSON.stringify(parts)?.slice(0, 200)}`,
+    );
+    check((await page.locator(".message.user img.thumb").count()) === 1, "the image is not shown");
+    check((await page.textContent("#attached")) === "", "the attachment was not cleared");
+    console.log(`image: sent as a data: URL part, server answered (${await imageTurn.locator(".meta").textContent()})`);
     check(foreign.length === 0, `the page fetched from elsewhere: ${foreign.join(", ")}`);
     check(pageErrors.length === 0, `page errors: ${pageErrors.join("; ")}`);
   } finally {

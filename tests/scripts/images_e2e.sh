@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# End to end, images (issue 21): `gemmaserve serve` on the tiny Gemma 4 preset (it has a vision
+# tower) with the real vocabulary and chat template, driven by the official openai npm SDK
+# (tests/node/images_openai.mjs) with PNG / JPEG / WebP files made here by python3-pil.
+# Usage: images_e2e.sh BINARY REPO_ROOT   (IMAGES_E2E_ONLY="name ..." runs only those checks)
+set -euo pipefail
+
+BIN="$1"
+ROOT="$2"
+# shellcheck source=lib/tiny_server.sh
+source "$(dirname "$0")/lib/tiny_server.sh"  # SHARED VOCAB TEMPLATE, the server
+# shellcheck source=lib/skip.sh
+source "$(dirname "$0")/lib/skip.sh"
+
+NODE_DIR="$ROOT/tests/node"
+[ -f "$VOCAB" ] || skip "shared data missing: $VOCAB"
+command -v node >/dev/null || skip "node is not installed (run scripts/setup)"
+[ -d "$NODE_DIR/node_modules/openai" ] || skip "npm package openai missing (run scripts/setup)"
+/usr/bin/python3 -c 'import PIL' 2>/dev/null || skip "Debian's python3-pil is not installed (run scripts/setup)"
+
+TMP="$(mktemp -d)"
+trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
+MODEL="$TMP/model"
+IMAGES="$TMP/images"
+mkdir -p "$IMAGES"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
+
+/usr/bin/python3 - "$IMAGES" <<'EOF'
+import sys
+from PIL import Image
+
+out = sys.argv[1]
+
+def gradient(w, h, tint):
+    img = Image.new("RGB", (w, h))
+    img.putdata([((x * 255 // w + tint[0]) % 256, (y * 255 // h + tint[1]) % 256, tint[2])
+                 for y in range(h) for x in range(w)])
+    return img
+
+gradient(64, 48, (200, 10, 30)).save(f"{out}/red.png")
+gradient(64, 48, (10, 40, 220)).save(f"{out}/blue.png")
+gradient(80, 60, (90, 160, 20)).save(f"{out}/photo.jpg", quality=90)
+gradient(50, 70, (30, 90, 150)).save(f"{out}/pic.webp", quality=90)
+gradient(1280, 960, (120, 60, 200)).save(f"{out}/big.png")
+with open(f"{out}/photo.jpg", "rb") as f:
+    jpeg = f.read()
+with open(f"{out}/truncated.jpg", "wb") as f:
+    f.write(jpeg[: len(jpeg) // 2])
+with open(f"{out}/corrupt.png", "wb") as f:
+    f.write(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+EOF
+
+start_tiny_server "$MODEL" --served-model-name gemma4 --block-size 16 \
+  --limit-mm-per-prompt '{"image": 2}' --allowed-media-domains 127.0.0.1
+status=0
+# shellcheck disable=SC2086  # the names are separate arguments
+node "$NODE_DIR/images_openai.mjs" "$BASE_URL" "$IMAGES" "$BIN" ${IMAGES_E2E_ONLY:-} || status=$?
+finish_with_server_log "$status"
