@@ -55,4 +55,23 @@ start_tiny_server "$MODEL" --served-model-name gemma4 --block-size 16 \
 status=0
 # shellcheck disable=SC2086  # the names are separate arguments
 node "$NODE_DIR/images_openai.mjs" "$BASE_URL" "$IMAGES" "$BIN" ${IMAGES_E2E_ONLY:-} || status=$?
+[ "$status" -eq 0 ] || finish_with_server_log "$status"
+stop_tiny_server
+
+# The same checkpoint without its vision tower refuses images with a clear 400.
+/usr/bin/python3 -c 'import json, sys
+config = json.load(open(sys.argv[1]))
+config["vision_config"] = None
+json.dump(config, open(sys.argv[1], "w"))' "$MODEL/config.json"
+start_tiny_server "$MODEL" --served-model-name gemma4
+answer="$(curl -s -w '\n%{http_code}' "$BASE_URL/v1/chat/completions" -H "Content-Type: application/json" \
+  -d '{"model": "gemma4", "max_tokens": 2, "messages": [{"role": "user", "content": [
+       {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}')"
+expected='{"error":{"message":"This model does not accept image input: gemma4 has no vision encoder.","type":"BadRequestError","param":"messages","code":400}}'
+if [ "$(tail -n1 <<<"$answer")" = 400 ] && [ "$(head -n -1 <<<"$answer")" = "$expected" ]; then
+  echo "ok   a model without a vision tower answers images with a 400"
+else
+  echo "FAIL a model without a vision tower: $answer"
+  status=1
+fi
 finish_with_server_log "$status"
