@@ -167,6 +167,31 @@ TEST(EngineImages, PrefixCacheKeysOnTheImage) {
   EXPECT_NE(fresh.outputs[0].outputs[0].token_ids, first.outputs[0].outputs[0].token_ids);
 }
 
+// n = 2: sample 1 waits for sample 0's prompt, then finds its blocks up to the image (the hit
+// cannot end inside it) and computes the image again from the rows the request still holds.
+TEST(EngineImages, SecondSampleRecomputesTheImageFromHeldRows) {
+  EngineArgs args = tiny_args("vision");
+  args.mm_processor_cache_gb = 0;  // the rows must come from the request, not the cache
+  auto engine = make_engine(args);
+  EngineRequest two = image_request("n2", kTwoImagePrompt, two_images());
+  two.params.n = 2;
+  two.params.temperature = 1;  // sample k draws with seed + k
+  two.params.seed = 5;
+  const RunResult both = run_together(*engine, {two});
+  ASSERT_EQ(both.outputs[0].outputs.size(), 2u);
+  auto single = make_engine(args);
+  for (int k = 0; k < 2; ++k) {
+    EngineRequest one = image_request("n1", kTwoImagePrompt, two_images());
+    one.params.temperature = 1;
+    one.params.seed = 5 + k;
+    const RunResult alone = run_together(*single, {one});
+    EXPECT_EQ(both.outputs[0].outputs[static_cast<size_t>(k)].token_ids,
+              alone.outputs[0].outputs[0].token_ids)
+        << "sample " << k;
+  }
+  EXPECT_EQ(engine->stats().images_encoded, 2u);  // once each, though computed twice
+}
+
 TEST(EngineImages, EncoderCacheSkipsTheTowerForARepeatedImage) {
   EngineArgs args = tiny_args("vision");
   args.enable_prefix_caching = false;  // else the prefix cache skips the image altogether
