@@ -168,6 +168,12 @@ std::string ServerMetrics::render(const EngineStats& st) const {
     sample(out, "gemmaserve:kv_blocks_in_use", l + ",attention_type=\"" + kTypeNames[t] + "\"",
            st.kv_blocks_in_use[static_cast<size_t>(t)]);
   }
+  header(out, "gemmaserve:images_encoded_total", "counter",
+         "Images run through the vision tower (encoder-cache hits excluded).");
+  sample(out, "gemmaserve:images_encoded_total", l, static_cast<double>(st.images_encoded));
+  header(out, "gemmaserve:image_encoder_seconds_total", "counter",
+         "Wall time of the vision tower runs, in seconds.");
+  sample(out, "gemmaserve:image_encoder_seconds_total", l, st.encoder_seconds);
   header(out, "gemmaserve:kv_blocks_total", "gauge", "KV cache blocks, per attention type.");
   for (int t = 0; t < kNumAttentionTypes; ++t) {
     sample(out, "gemmaserve:kv_blocks_total", l + ",attention_type=\"" + kTypeNames[t] + "\"",

@@ -197,12 +197,14 @@ const tests = {
       }
     });
     while (stamps.some((t) => t.length < 5)) await new Promise((r) => setTimeout(r, 10));
+    const encoderBefore = await metric('gemmaserve:image_encoder_seconds_total');
     imageStart = performance.now();
     const r = await client.chat.completions.create({
       model: MODEL, messages: ask(dataUrl('big.png')), max_tokens: 1,
       mm_processor_kwargs: { max_soft_tokens: 1120 },
     });
     imageEnd = performance.now();
+    const encoderMs = ((await metric('gemmaserve:image_encoder_seconds_total')) - encoderBefore) * 1000;
     await Promise.all(streams);
     let gap = 0;
     let during = 0;
@@ -215,7 +217,9 @@ const tests = {
     }
     console.log(`     image request (budget 1120, prompt ${r.usage.prompt_tokens} tokens) took ` +
       `${(imageEnd - imageStart).toFixed(0)} ms; running streams produced ${during} tokens meanwhile, ` +
-      `longest gap between their tokens ${gap.toFixed(0)} ms (${softTokens('big.png', 1120)} soft tokens)`);
+      `longest gap between their tokens ${gap.toFixed(0)} ms (${softTokens('big.png', 1120)} soft tokens; ` +
+      `vision tower ${encoderMs.toFixed(0)} ms of it)`);
+    assert.ok(encoderMs > 0, 'the vision tower did not run');
     assert.ok(r.usage.prompt_tokens > softTokens('big.png', 1120));
     assert.ok(stamps.every((t) => t.length > 5));
   },
