@@ -58,20 +58,41 @@ node "$NODE_DIR/images_openai.mjs" "$BASE_URL" "$IMAGES" "$BIN" ${IMAGES_E2E_ONL
 [ "$status" -eq 0 ] || finish_with_server_log "$status"
 stop_tiny_server
 
+# chat_image URL: one user message holding this image URL; prints the body then the status.
+chat_image() {
+  curl -s -w '\n%{http_code}' "$BASE_URL/v1/chat/completions" -H "Content-Type: application/json" \
+    -d '{"model": "gemma4", "max_tokens": 2, "messages": [{"role": "user", "content": [
+         {"type": "image_url", "image_url": {"url": "'"$1"'"}}]}]}'
+}
+# expect NAME STATUS BODY_PART ANSWER
+expect() {
+  if [ "$(tail -n1 <<<"$4")" = "$2" ] && grep -qF -- "$3" <<<"$(head -n -1 <<<"$4")"; then
+    echo "ok   $1"
+  else
+    echo "FAIL $1: $4"
+    status=1
+  fi
+}
+
+# The serve flags: file:// under --allowed-local-media-path, and no network at all.
+start_tiny_server "$MODEL" --served-model-name gemma4 --allowed-local-media-path "$IMAGES" \
+  --disable-media-url-fetch
+expect "file:// URL under --allowed-local-media-path" 200 '"object":"chat.completion"' \
+  "$(chat_image "file://$IMAGES/red.png")"
+expect "file:// URL outside it" 400 'must be a subpath of `--allowed-local-media-path' \
+  "$(chat_image "file://$IMAGES/../model/config.json")"
+expect "--disable-media-url-fetch" 400 \
+  '"message":"Fetching media from http(s) URLs is disabled on this server (--disable-media-url-fetch); send the image inline as a data:image/...;base64, URL.","type":"BadRequestError","param":"messages"' \
+  "$(chat_image "http://127.0.0.1:9/red.png")"
+stop_tiny_server
+
 # The same checkpoint without its vision tower refuses images with a clear 400.
 /usr/bin/python3 -c 'import json, sys
 config = json.load(open(sys.argv[1]))
 config["vision_config"] = None
 json.dump(config, open(sys.argv[1], "w"))' "$MODEL/config.json"
 start_tiny_server "$MODEL" --served-model-name gemma4
-answer="$(curl -s -w '\n%{http_code}' "$BASE_URL/v1/chat/completions" -H "Content-Type: application/json" \
-  -d '{"model": "gemma4", "max_tokens": 2, "messages": [{"role": "user", "content": [
-       {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}')"
-expected='{"error":{"message":"This model does not accept image input: gemma4 has no vision encoder.","type":"BadRequestError","param":"messages","code":400}}'
-if [ "$(tail -n1 <<<"$answer")" = 400 ] && [ "$(head -n -1 <<<"$answer")" = "$expected" ]; then
-  echo "ok   a model without a vision tower answers images with a 400"
-else
-  echo "FAIL a model without a vision tower: $answer"
-  status=1
-fi
+expect "a model without a vision tower answers images with a 400" 400 \
+  '{"error":{"message":"This model does not accept image input: gemma4 has no vision encoder.","type":"BadRequestError","param":"messages","code":400}}' \
+  "$(chat_image "data:image/png;base64,iVBORw0KGgo=")"
 finish_with_server_log "$status"
