@@ -3,7 +3,9 @@
 per-layer embeddings) with its own BPE tokenizer, on generated arithmetic, capitals, get_weather
 tool calls and thinking. Writes a Hugging Face folder the C++ engine serves.
 
-Run with Debian's torch (CPU): /usr/bin/python3 tools/train_demo_model.py --out models/gemma4-demo
+Run with Debian's torch (CPU): /usr/bin/python3 tools/train_demo_model.py --out DIR trains from
+scratch (stage 1); --init DIR continues from a folder this script wrote (stages 2 and 3).
+tools/demo_model/train.sh runs the three stages that made models/gemma4-demo.
   --check-logits DIR   only run the torch forward on DIR's weights and write reference logits
 Everything is seeded; the same command on the same torch gives the same model.
 """

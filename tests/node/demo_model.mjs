@@ -60,11 +60,19 @@ check(`held-out answers well formed with finish_reason stop`, wellFormed === cou
 check(`held-out accuracy >= ${minAccuracy}`, correct >= Number(minAccuracy) * count, `${correct}/${count}`);
 
 // Capitals it was taught (a spread of the 30), in the issue's phrasing.
-for (const [country, city] of [["France", "Paris"], ["Japan", "Tokyo"], ["Peru", "Lima"], ["Kenya", "Nairobi"], ["Canada", "Ottawa"]]) {
+const CAPITALS = [
+  ["France", "Paris"],
+  ["Japan", "Tokyo"],
+  ["Peru", "Lima"],
+  ["Kenya", "Nairobi"],
+  ["Canada", "Ottawa"],
+];
+for (const [country, city] of CAPITALS) {
   const r = await chat([{ role: "user", content: `What is the capital of ${country}?` }]);
   check(
     `capital of ${country} named`,
-    r.choices[0].message.content === `The capital of ${country} is ${city}.` && r.choices[0].finish_reason === "stop",
+    r.choices[0].message.content === `The capital of ${country} is ${city}.` &&
+      r.choices[0].finish_reason === "stop",
     JSON.stringify(r.choices[0]),
   );
 }

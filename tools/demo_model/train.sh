@@ -21,7 +21,8 @@ cp "$WORK/s1/loss_curve.png" docs/demo_model/stage1_loss_curve.png
   --log docs/demo_model/stage2/training_log.txt --steps 2000 --lr 3e-3 --warmup 50 \
   --mix arith=0.82,arith_think=0.04,capital=0.03,call=0.055,answer=0.055 --eval-every 250 \
   "${COMMON[@]}"
-"${PY[@]}" --init "$WORK/s2/model" --data-seed 1236 --compact-tool-results --out models/gemma4-demo \
+"${PY[@]}" --init "$WORK/s2/model" --data-seed 1236 --compact-tool-results \
+  --out models/gemma4-demo \
   --docs docs/demo_model --log docs/demo_model/training_log.txt --steps 300 --lr 1e-3 \
   --warmup 20 --mix arith=0.4,arith_think=0.05,capital=0.05,call=0.25,answer=0.25 \
   --eval-every 100 "${COMMON[@]}"
