@@ -3,7 +3,9 @@
 per-layer embeddings) with its own BPE tokenizer, on generated arithmetic, capitals, get_weather
 tool calls and thinking. Writes a Hugging Face folder the C++ engine serves.
 
-Run with Debian's torch (CPU): /usr/bin/python3 tools/train_demo_model.py --out models/gemma4-demo
+Run with Debian's torch (CPU): /usr/bin/python3 tools/train_demo_model.py --out DIR trains from
+scratch (stage 1); --init DIR continues from a folder this script wrote (stages 2 and 3).
+tools/demo_model/train.sh runs the three stages that made models/gemma4-demo.
   --check-logits DIR   only run the torch forward on DIR's weights and write reference logits
 Everything is seeded; the same command on the same torch gives the same model.
 """
@@ -106,9 +108,10 @@ def load_template():
 class SampleMaker:
     """Renders (prompt, completion) text pairs through the demo's own chat template."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, compact_results=False):
         self.rng = rng
         self.template = load_template()
+        self.compact_results = compact_results
 
     def render(self, messages, tools=None, thinking=False):
         return self.template.render(messages=messages, tools=tools, add_generation_prompt=True,
@@ -148,10 +151,14 @@ class SampleMaker:
         # Clients send the arguments back as the JSON text they received (or as an object).
         args = self.rng.choice([{"city": city}, json.dumps({"city": city}),
                                 json.dumps({"city": city}, separators=(",", ":"))])
-        result = self.rng.choice([
-            json.dumps({"temperature": temp, "condition": cond}),
-            json.dumps({"city": city, "temperature": temp, "condition": cond}),
-            f"{cond}, {temp} C"])
+        forms = [json.dumps({"temperature": temp, "condition": cond}),
+                 json.dumps({"city": city, "temperature": temp, "condition": cond}),
+                 f"{cond}, {temp} C"]
+        if self.compact_results:  # JavaScript clients send JSON.stringify's form, without spaces
+            forms += [json.dumps({"temperature": temp, "condition": cond}, separators=(",", ":")),
+                      json.dumps({"city": city, "temperature": temp, "condition": cond},
+                                 separators=(",", ":"))]
+        result = self.rng.choice(forms)
         messages = [
             {"role": "user", "content": q},
             {"role": "assistant", "content": "", "tool_calls": [{
@@ -163,8 +170,8 @@ class SampleMaker:
         return prompt, f"It is {cond} in {city}, {temp} degrees C.<turn|>"
 
 
-def build_samples(rng, train_pairs):
-    maker = SampleMaker(rng)
+def build_samples(rng, train_pairs, compact_results=False):
+    maker = SampleMaker(rng, compact_results)
     cats = {"arith": [], "capital": [], "call": [], "answer": []}
     for (a, op, b) in train_pairs:
         cats["arith"].append(maker.arithmetic(a, op, b, thinking=rng.random() < 0.15))
@@ -646,19 +653,69 @@ def greedy(model, tok, prompt, max_new=40):
     return tok.decode(out)
 
 
+def load_tokenizer(folder):
+    with open(os.path.join(folder, "tokenizer.json")) as f:
+        tj = json.load(f)
+    vocab = [None] * len(tj["model"]["vocab"])
+    for t, i in tj["model"]["vocab"].items():
+        vocab[i] = t
+    merges = [tuple(m) for m in tj["model"]["merges"]]
+    return vocab, merges, Tokenizer(vocab, merges)
+
+
+def load_model(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)["text_config"]
+    model = DemoGemma4(cfg)
+    st = load_safetensors(os.path.join(folder, "model.safetensors"))
+    with torch.no_grad():
+        for k, v in model.named_weights().items():
+            v.copy_(st[PREFIX + k])
+    return model
+
+
+def split_thinking(cats):
+    """Arithmetic with a thought channel is twice as long: its own batches, so short ones pad less."""
+    arith = cats.pop("arith")
+    cats["arith"] = [s for s in arith if not s[1].startswith("<|channel>")]
+    cats["arith_think"] = [s for s in arith if s[1].startswith("<|channel>")]
+    return cats
+
+
+def heldout_exact(model, tok, heldout, maker):
+    """Share of held-out problems ("What is a op b?") whose whole answer is the argmax at every
+    position given the right prefix: exactly the problems greedy decoding answers right."""
+    seqs = []
+    for a, op, b in heldout:
+        p = tok.encode(maker.render([{"role": "user", "content": f"What is {a} {op} {b}?"}]))
+        seqs.append((p + tok.encode(arithmetic_answer(a, op, b) + "<turn|>"), len(p)))
+    ok = 0
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(seqs), 256):
+            ids, tgt, _ = make_batch(seqs, range(i, min(i + 256, len(seqs))), tok.ids["<pad>"])
+            ok += int(((model(ids).argmax(-1) == tgt) | (tgt == -100)).all(-1).sum())
+    model.train()
+    return ok / len(seqs)
+
+
 def train(args):
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
-    rng = random.Random(SEED)
+    rng = random.Random(SEED if not args.init else args.data_seed)
     train_pairs, heldout = arithmetic_pairs()
     with open(os.path.join(DATA_DIR, "heldout.txt"), "w") as f:
         f.write("# Held-out two-digit arithmetic (never trained on): a op b = answer\n")
         for a, op, b in heldout:
             f.write(f"{a} {op} {b} = {a + b if op == '+' else a - b}\n")
-    cats = build_samples(rng, train_pairs)
-    all_text = [p + c for v in cats.values() for p, c in v]
-    vocab, merges = train_bpe(all_text, args.vocab)
-    tok = Tokenizer(vocab, merges)
+    cats = build_samples(rng, train_pairs, args.compact_tool_results)
+    if args.init:  # a second stage: the first stage's tokenizer and weights, fresh phrasings
+        vocab, merges, tok = load_tokenizer(args.init)
+        cats = split_thinking(cats)
+    else:
+        all_text = [p + c for v in cats.values() for p, c in v]
+        vocab, merges = train_bpe(all_text, args.vocab)
+        tok = Tokenizer(vocab, merges)
     data = {k: [(tok.encode(p) + tok.encode(c), len(tok.encode(p))) for p, c in v]
             for k, v in cats.items()}
     log = open(args.log, "w") if args.log else sys.stdout
@@ -671,27 +728,45 @@ def train(args):
 
     say(f"vocab {len(vocab)} ({len(merges)} merges); samples " +
         ", ".join(f"{k} {len(v)} (max len {max(len(s[0]) for s in v)})" for k, v in data.items()))
-    cfg = model_config(len(vocab))
-    model = DemoGemma4(cfg)
+    if args.init:
+        model = load_model(args.init)
+        cfg = model.cfg
+        if args.sliding_window:  # the mask only: the same weights see further back
+            cfg["sliding_window"] = args.sliding_window
+        say(f"starting from {args.init}, sliding window {cfg['sliding_window']}")
+    else:
+        cfg = model_config(len(vocab))
+        model = DemoGemma4(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     say(f"params {n_params}; torch {torch.__version__}; threads {args.threads}")
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    rest = (1.0 - args.arith_share) / 3
-    weights = {"arith": args.arith_share, "capital": rest, "call": rest, "answer": rest}
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98),
+                            weight_decay=args.weight_decay)
+    if args.mix:
+        weights = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
+    else:
+        rest = (1.0 - args.arith_share) / 3
+        weights = {"arith": args.arith_share, "capital": rest, "call": rest, "answer": rest}
     equals = tok.encode(" =")[-1]
+    quote = tok.ids['<|"|>']
     names = list(weights)
+    maker = SampleMaker(random.Random(0))
     t0 = time.time()
+    c0 = time.process_time()
     losses = []
     for step in range(1, args.steps + 1):
-        lr = args.lr * min(1.0, step / 100) * (0.5 * (1 + math.cos(math.pi * step / args.steps)) * 0.9 + 0.1)
+        lr = args.lr * min(1.0, step / args.warmup) * (0.5 * (1 + math.cos(math.pi * step / args.steps)) * 0.9 + 0.1)
         for gr in opt.param_groups:
             gr["lr"] = lr
         cat = rng.choices(names, [weights[n] for n in names])[0]
         pool = data[cat]
-        bs = args.batch if cat in ("arith", "capital") else args.batch // 2
+        if args.batch_tokens:  # the same tokens per step whatever the category's length
+            bs = max(1, args.batch_tokens // max(len(s[0]) for s in pool))
+        else:
+            bs = args.batch if cat in ("arith", "capital") else args.batch // 2
         idx = [rng.randrange(len(pool)) for _ in range(bs)]
-        ids, tgt, wts = make_batch(pool, idx, tok.ids["<pad>"], equals if cat == "arith" else None,
-                                   args.result_weight)
+        emph = {"arith": (equals, args.result_weight), "arith_think": (equals, args.result_weight),
+                "call": (quote, args.copy_weight)}.get(cat, (None, 1.0))
+        ids, tgt, wts = make_batch(pool, idx, tok.ids["<pad>"], *emph)
         logits = model(ids)
         per_token = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1),
                                     ignore_index=-100, reduction="none")
@@ -703,8 +778,14 @@ def train(args):
         opt.step()
         losses.append((step, cat, float(loss)))
         if step % 50 == 0 or step == 1:
-            say(f"step {step} {cat} loss {float(loss):.4f} lr {lr:.2e} {time.time() - t0:.0f}s")
-    say(f"trained {args.steps} steps in {time.time() - t0:.0f}s")
+            say(f"step {step} {cat} loss {float(loss):.4f} lr {lr:.2e} {time.time() - t0:.0f}s"
+                f" (cpu {time.process_time() - c0:.0f}s)")
+        if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
+            say(f"step {step} held-out arithmetic exact (torch, all {len(heldout)}): "
+                f"{heldout_exact(model, tok, heldout, maker):.1%}")
+        if args.snapshot_every and step % args.snapshot_every == 0:
+            write_folder(f"{args.out}.step{step}", model, vocab, merges, tok)
+    say(f"trained {args.steps} steps in {time.time() - t0:.0f}s wall, {time.process_time() - c0:.0f}s cpu")
     model.eval()
     for q in ["What is 47 + 38?", "What is 91 - 45?", "What is the capital of Japan?"][: 3 if args.steps >= 100 else 0]:
         p = SampleMaker(rng).render([{"role": "user", "content": q}])
@@ -801,6 +882,24 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--vocab", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--init", metavar="DIR",
+                    help="second stage: start from DIR's weights and tokenizer, new data phrasings")
+    ap.add_argument("--data-seed", type=int, default=SEED + 1, help="data and batch seed with --init")
+    ap.add_argument("--mix", help="category shares, e.g. arith=0.7,arith_think=0.05,capital=0.05,"
+                    "call=0.1,answer=0.1 (arith_think only with --init)")
+    ap.add_argument("--batch-tokens", type=int, default=0,
+                    help="sequences per batch = this / the category's longest sample (0: --batch)")
+    ap.add_argument("--sliding-window", type=int, default=0,
+                    help="with --init: widen the sliding layers' window (copying values from further back)")
+    ap.add_argument("--compact-tool-results", action="store_true",
+                    help="tool results also as compact JSON (as JSON.stringify writes them)")
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--copy-weight", type=float, default=1.0,
+                    help="loss weight of tool-call tokens from the first quote (the city) on")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="log held-out arithmetic accuracy (torch, teacher-forced) every N steps")
+    ap.add_argument("--snapshot-every", type=int, default=0, help="write OUT.stepN folders")
     ap.add_argument("--check-logits", metavar="DIR")
     ap.add_argument("--out-logits", default="tests/data/demo_model_logits.json")
     args = ap.parse_args()

@@ -1,6 +1,7 @@
 // The trained demo model behind `gemmaserve serve`, through the official openai SDK: held-out
-// sums and differences answered exactly with finish_reason "stop", a capital named, a get_weather
-// tool call received as tool_calls and a final answer after the tool result, thinking split off.
+// sums and differences answered exactly with finish_reason "stop", capitals named, a get_weather
+// tool call for the asked city received as tool_calls and a final answer that repeats the tool
+// result, thinking split off.
 //   node demo_model.mjs BASE_URL HELDOUT_FILE COUNT MIN_ACCURACY
 import fs from "node:fs";
 import OpenAI from "openai";
@@ -58,13 +59,23 @@ console.log(`held-out arithmetic: ${correct}/${count} exact; wrong e.g. ${wrong.
 check(`held-out answers well formed with finish_reason stop`, wellFormed === count, `${wellFormed}/${count}`);
 check(`held-out accuracy >= ${minAccuracy}`, correct >= Number(minAccuracy) * count, `${correct}/${count}`);
 
-const capital = await chat([{ role: "user", content: "What is the capital of France?" }]);
-check(
-  "capital named",
-  capital.choices[0].message.content === "The capital of France is Paris." &&
-    capital.choices[0].finish_reason === "stop",
-  JSON.stringify(capital.choices[0]),
-);
+// Capitals it was taught (a spread of the 30), in the issue's phrasing.
+const CAPITALS = [
+  ["France", "Paris"],
+  ["Japan", "Tokyo"],
+  ["Peru", "Lima"],
+  ["Kenya", "Nairobi"],
+  ["Canada", "Ottawa"],
+];
+for (const [country, city] of CAPITALS) {
+  const r = await chat([{ role: "user", content: `What is the capital of ${country}?` }]);
+  check(
+    `capital of ${country} named`,
+    r.choices[0].message.content === `The capital of ${country} is ${city}.` &&
+      r.choices[0].finish_reason === "stop",
+    JSON.stringify(r.choices[0]),
+  );
+}
 
 const question = [{ role: "user", content: "What's the weather in Lyon?" }];
 const call = await chat(question, { tools: [WEATHER_TOOL] });
@@ -74,7 +85,7 @@ check(
   call.choices[0].finish_reason === "tool_calls" &&
     calls.length === 1 &&
     calls[0].function.name === "get_weather" &&
-    typeof JSON.parse(calls[0].function.arguments).city === "string",
+    JSON.parse(calls[0].function.arguments).city === "Lyon",
   JSON.stringify(call.choices[0]),
 );
 if (calls.length === 1) {
@@ -88,8 +99,8 @@ if (calls.length === 1) {
   );
   const text = final.choices[0].message.content ?? "";
   check(
-    "final answer after the tool result",
-    final.choices[0].finish_reason === "stop" && /^It is [a-z]+ in [A-Za-z ]+, \d+ degrees C\.$/.test(text),
+    "final answer uses the tool result",
+    final.choices[0].finish_reason === "stop" && text === "It is sunny in Lyon, 21 degrees C.",
     JSON.stringify(final.choices[0]),
   );
 }
