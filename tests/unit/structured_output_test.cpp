@@ -222,9 +222,34 @@ TEST(StructuredJsonSchema, AdditionalPropertiesFormatsAndAnyValues) {
   EXPECT_TRUE(matches(recursive, R"({"next":{"next":{"next":null}}})"));
 }
 
+TEST(StructuredJsonSchema, IntegerBoundsMatchExactlyTheRange) {
+  struct Range {
+    std::string bounds;
+    long lo, hi;  // inclusive, within the probe below
+  };
+  for (const Range& r : std::vector<Range>{{R"("minimum":0)", 0, 100000},
+                                           {R"("minimum":-37,"maximum":512)", -37, 512},
+                                           {R"("exclusiveMinimum":-1000,"maximum":-7)", -999, -7},
+                                           {R"("maximum":99)", -100000, 99},
+                                           {R"("minimum":17)", 17, 100000},
+                                           {R"("minimum":5.5,"exclusiveMaximum":10)", 6, 9}}) {
+    const Grammar g = build_grammar("json", R"({"type":"integer",)" + r.bounds + "}");
+    for (long v = -1100; v <= 1100; ++v) {
+      EXPECT_EQ(matches(g, std::to_string(v)), v >= r.lo && v <= r.hi) << r.bounds << " " << v;
+    }
+    EXPECT_EQ(matches(g, "123456789"), r.hi == 100000) << r.bounds;
+    EXPECT_FALSE(matches(g, "007")) << r.bounds;
+    EXPECT_FALSE(matches(g, "-0")) << r.bounds;
+  }
+}
+
 TEST(StructuredJsonSchema, UnsupportedKeywordsAreNamed) {
-  EXPECT_EQ(error_of("json", R"({"type":"integer","minimum":1,"multipleOf":2})"),
-            "unsupported JSON Schema keyword(s): minimum, multipleOf");
+  EXPECT_EQ(error_of("json", R"({"type":"integer","minimum":1,"multipleOf":2,"not":{}})"),
+            "unsupported JSON Schema keyword(s): multipleOf, not");
+  EXPECT_EQ(error_of("json", R"({"type":"number","maximum":1.5})"),
+            "unsupported JSON Schema keyword(s): maximum on a number (integers take it)");
+  EXPECT_EQ(error_of("json", R"({"type":"integer","minimum":3,"exclusiveMaximum":3})"),
+            "the integer range is empty (minimum > maximum)");
   EXPECT_EQ(error_of("json", R"({"type":"object","patternProperties":{}})"),
             "unsupported JSON Schema keyword(s): patternProperties");
   EXPECT_EQ(error_of("json", R"({"type":"string","format":"uri"})"),

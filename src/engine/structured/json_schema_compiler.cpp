@@ -1,6 +1,8 @@
 #include "engine/structured/json_schema_compiler.h"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,12 +26,27 @@ const std::set<std::string> kAnnotations = {
     "$id",   "$comment",    "deprecated", "readOnly",         "writeOnly",
     "$defs", "definitions", "$anchor",    "contentMediaType", "contentEncoding"};
 
-const std::set<std::string> kSupported = {
-    "type",     "properties", "required",  "additionalProperties",
-    "enum",     "const",      "items",     "minItems",
-    "maxItems", "anyOf",      "oneOf",     "allOf",
-    "$ref",     "minLength",  "maxLength", "pattern",
-    "format"};
+const std::set<std::string> kSupported = {"type",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "enum",
+                                          "const",
+                                          "items",
+                                          "minItems",
+                                          "maxItems",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "$ref",
+                                          "minLength",
+                                          "maxLength",
+                                          "pattern",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "format"};
 
 // Regexes for the string formats (content between the quotes; none needs JSON escapes).
 const std::map<std::string, std::string> kFormats = {
@@ -85,6 +102,81 @@ Sym number(Grammar& g) {
       {g.bytes(of("eE")), g.optional({g.bytes(of("+-"))}), g.plus({g.bytes(digits())})}));
   return g.choice({std::move(seq)}, "number");
 }
+
+// Digits of an equal-length range [a, b] whose ends are aligned (split_range below).
+std::string aligned_pattern(const std::string& a, const std::string& b) {
+  std::string p;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) {
+      p += a[i];
+    } else {
+      p.push_back('[');
+      p.push_back(a[i]);
+      p.push_back('-');
+      p.push_back(b[i]);
+      p.push_back(']');
+    }
+  }
+  return p;
+}
+
+// [a, b] of non-negative integers as alternatives of digit patterns (a stop at every run of
+// trailing nines from a and of trailing zeros from b + 1, so each piece is aligned).
+std::string range_alternatives(uint64_t a, uint64_t b) {
+  std::set<uint64_t> stops = {b};
+  uint64_t p10 = 10;
+  for (int i = 1; i <= 18; ++i, p10 *= 10) {
+    const uint64_t nines = a - a % p10 + (p10 - 1);
+    if (nines >= a && nines < b) stops.insert(nines);
+    const uint64_t zeros = (b + 1) - (b + 1) % p10;
+    if (zeros > a && zeros - 1 <= b && zeros - 1 >= a) stops.insert(zeros - 1);
+  }
+  std::string out;
+  uint64_t start = a;
+  for (uint64_t stop : stops) {
+    if (stop < start) continue;
+    std::string s = std::to_string(start), e = std::to_string(stop);
+    if (!out.empty()) out.push_back('|');
+    out.append(aligned_pattern(s, e));
+    start = stop + 1;
+  }
+  return out;
+}
+
+// Non-negative integers from `a` (and up to `b` when given), no leading zeros.
+std::string non_negative(uint64_t a, std::optional<uint64_t> b) {
+  if (b) return range_alternatives(a, *b);
+  const std::string digits = std::to_string(a);
+  uint64_t top = 9;
+  for (size_t i = 1; i < digits.size(); ++i) top = top * 10 + 9;
+  std::string out = range_alternatives(a, top);
+  out.append("|[1-9][0-9]{").append(std::to_string(digits.size())).append(",}");
+  return out;
+}
+
+}  // namespace
+
+std::string integer_range_regex(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  std::vector<std::string> parts;
+  if (!lo || *lo < 0) {  // the negative part, as -(magnitudes)
+    const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
+    std::optional<uint64_t> to;
+    if (lo) to = static_cast<uint64_t>(-*lo);
+    if (!to || from <= *to)
+      parts.push_back(std::string("-(").append(non_negative(from, to)).append(")"));
+  }
+  if (!hi || *hi >= 0) {
+    const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+    std::optional<uint64_t> to;
+    if (hi) to = static_cast<uint64_t>(*hi);
+    parts.push_back(non_negative(from, to));
+  }
+  std::string out;
+  for (const std::string& p : parts) out.append(out.empty() ? "(" : "|(").append(p).append(")");
+  return out;
+}
+
+namespace {
 
 class SchemaCompiler {
  public:
@@ -174,11 +266,44 @@ class SchemaCompiler {
     if (t == "object") return object(s, depth);
     if (t == "array") return array(s, depth);
     if (t == "string") return string(s);
-    if (t == "integer") return g_.choice({integer_seq(g_)}, "integer");
-    if (t == "number") return number(g_);
+    if (t == "integer") return integer(s);
+    if (t == "number") {
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+        if (s.contains(k)) {
+          throw InputError(std::string("unsupported JSON Schema keyword(s): ") + k +
+                           " on a number (integers take it)");
+        }
+      }
+      return number(g_);
+    }
     if (t == "boolean") return g_.choice({g_.literal("true"), g_.literal("false")}, "boolean");
     if (t == "null") return g_.choice({g_.literal("null")}, "null");
     throw InputError("unknown JSON Schema type '" + t + "'");
+  }
+
+  Sym integer(const json& s) {
+    std::optional<int64_t> lo, hi;
+    auto bound = [&](const char* key, bool lower, bool exclusive) {
+      if (!s.contains(key)) return;
+      const json& v = s[key];
+      if (!v.is_number()) throw InputError(std::string("'") + key + "' must be a number");
+      const double d = v.get<double>();
+      if (std::abs(d) > 1e15) throw InputError(std::string("'") + key + "' is out of range");
+      int64_t b = static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d));
+      if (exclusive && static_cast<double>(b) == d) b += lower ? 1 : -1;
+      if (lower) {
+        lo = lo ? std::max(*lo, b) : b;
+      } else {
+        hi = hi ? std::min(*hi, b) : b;
+      }
+    };
+    bound("minimum", true, false);
+    bound("exclusiveMinimum", true, true);
+    bound("maximum", false, false);
+    bound("exclusiveMaximum", false, true);
+    if (!lo && !hi) return g_.choice({integer_seq(g_)}, "integer");
+    if (lo && hi && *lo > *hi) throw InputError("the integer range is empty (minimum > maximum)");
+    return compile_regex(&g_, integer_range_regex(lo, hi));
   }
 
   static int count(const json& s, const char* key, int fallback) {
