@@ -138,6 +138,9 @@ TEST(StructuredEbnf, XgrammarSyntax) {
   EXPECT_EQ(error_of("grammar", "root ::= root \"a\" | \"b\""),
             "the grammar is left-recursive at rule 'root' (a rule reaches itself before any "
             "character)");
+  EXPECT_EQ(error_of("grammar", "root ::= \"a\" root"),
+            "the grammar's rule 'root' can never finish (every alternative needs the rule "
+            "again)");
   EXPECT_EQ(error_of("grammar", "root ::= (= \"a\") \"b\""),
             "invalid grammar at line 1, column 11: lookahead assertions are not supported");
 }

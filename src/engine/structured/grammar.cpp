@@ -196,6 +196,28 @@ void Grammar::finish() {
       }
     }
   }
+  // Productive rules (some finite text matches them), to a fixed point: a rule that never
+  // finishes would leave the matcher alive with no way to end.
+  std::vector<char> productive(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (productive[r]) continue;
+      for (const Sequence& s : rules_[r]) {
+        if (std::all_of(s.begin(), s.end(),
+                        [&](const Symbol& x) { return !x.is_rule || productive[x.index]; })) {
+          productive[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (!productive[r] && !rules_[r].empty()) {
+      throw InputError("the grammar's rule '" + names_[r] + "' can never finish (every " +
+                       "alternative needs the rule again)");
+    }
+  }
   // Left edges: r reaches rule t before any byte. An edge grows the stack unless t is the last
   // symbol (a tail call). A cycle through a growing edge would expand forever.
   struct Edge {
