@@ -78,7 +78,7 @@ class GrammarMatcher {
   // Trie walks step a small DFA built as they go: states interned, transitions cached per byte
   // (a JSON string's content returns to one state after each character).
   static constexpr uint32_t kDead = UINT32_MAX;
-  static constexpr size_t kMaxInterned = 20000;  // then the DFA starts over at the next walk
+  static constexpr size_t kMaxInterned = 4096;  // then the DFA starts over at the next walk
   uint32_t intern(const GrammarState& s);
   uint32_t step(uint32_t state, uint8_t byte);
   void reset_dfa_if_large();
