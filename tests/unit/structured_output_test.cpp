@@ -113,6 +113,14 @@ TEST(StructuredChoice, OneOfTheStringsExactly) {
   for (const char* ok : {"yes", "no", "maybe so"}) EXPECT_TRUE(matches(g, ok)) << ok;
   for (const char* bad : {"ye", "yess", "maybe", ""}) EXPECT_FALSE(matches(g, bad)) << bad;
   EXPECT_EQ(error_of("choice", "[]"), "choice must be a non-empty list of strings");
+  // Thousands of choices sharing prefixes stay one stack: every one stays reachable.
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 5000; ++i) many.push_back("item" + std::to_string(i));
+  many.push_back("");
+  const Grammar big = build_grammar("choice", many.dump());
+  for (const char* ok : {"item0", "item4999", "item123", ""}) EXPECT_TRUE(matches(big, ok)) << ok;
+  EXPECT_FALSE(matches(big, "item5000"));
+  EXPECT_FALSE(matches(big, "item"));
   EXPECT_EQ(error_of("choice", "[1]"), "choice must be a non-empty list of strings");
 }
 

@@ -67,12 +67,12 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
     if (!list.is_array() || list.empty()) {
       throw InputError("choice must be a non-empty list of strings");
     }
-    std::vector<Grammar::Sequence> alts;
+    std::vector<std::string> texts;
     for (const auto& c : list) {
       if (!c.is_string()) throw InputError("choice must be a non-empty list of strings");
-      alts.push_back(g.literal(c.get<std::string>()));
+      texts.push_back(c.get<std::string>());
     }
-    g.set_root(g.choice(std::move(alts), "root").index);
+    g.set_root(g.one_of(std::move(texts)).index);
   } else if (kind == "grammar") {
     compile_ebnf(&g, spec);
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 
 #include "core/error.h"
 
@@ -141,6 +142,31 @@ Grammar::Symbol Grammar::repeat(Sequence body, int min, int max) {
     seq.push_back(tail);
   }
   return choice({std::move(seq)}, "repeat");
+}
+
+Grammar::Symbol Grammar::one_of(std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // The rule for the texts in [begin, end), all sharing their first `depth` bytes.
+  auto build = [&](auto&& self, size_t begin, size_t end, size_t depth) -> uint32_t {
+    const uint32_t rule = add_rule("choice");
+    std::vector<Sequence> alts;
+    size_t i = begin;
+    if (texts[i].size() == depth) {  // sorted: the text that ends here comes first
+      alts.emplace_back();
+      ++i;
+    }
+    while (i < end) {
+      const char b = texts[i][depth];
+      size_t j = i;
+      while (j < end && texts[j][depth] == b) ++j;
+      alts.push_back({byte(static_cast<uint8_t>(b)), ref(self(self, i, j, depth + 1))});
+      i = j;
+    }
+    set_alternatives(rule, std::move(alts));
+    return rule;
+  };
+  return ref(build(build, 0, texts.size(), 0));
 }
 
 Grammar::Symbol Grammar::codepoints(const CodepointRanges& ranges) {

@@ -45,6 +45,9 @@ class Grammar {
   Symbol optional(Sequence body);
   // body{min,max}; max = -1: unbounded.
   Symbol repeat(Sequence body, int min, int max);
+  // Exactly one of `texts`, as a prefix tree of rules: one stack however many texts share a
+  // prefix (alternatives of whole literals would keep a stack per text).
+  Symbol one_of(std::vector<std::string> texts);
   // One UTF-8 encoded character from `ranges` (surrogates excluded).
   Symbol codepoints(const CodepointRanges& ranges);
 

@@ -206,9 +206,9 @@ class SchemaCompiler {
     if (s.contains("enum")) {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) throw InputError("'enum' must be a non-empty array");
-      std::vector<Seq> alts;
-      for (const json& v : e) alts.push_back(g_.literal(v.dump()));
-      return g_.choice(std::move(alts), "enum");
+      std::vector<std::string> texts;
+      for (const json& v : e) texts.push_back(v.dump());
+      return g_.one_of(std::move(texts));
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
