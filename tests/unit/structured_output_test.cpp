@@ -227,6 +227,13 @@ TEST(StructuredJsonSchema, AdditionalPropertiesFormatsAndAnyValues) {
   const Grammar pat = build_grammar("json", R"({"type":"string","pattern":"^a\"[0-9]+$"})");
   EXPECT_TRUE(matches(pat, R"("a\"12")"));
   EXPECT_FALSE(matches(pat, R"("a"12")"));
+  // Hundreds of optional properties: the last stays reachable.
+  nlohmann::json wide = {{"type", "object"}, {"properties", nlohmann::json::object()}};
+  for (int i = 0; i < 300; ++i) wide["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+  const Grammar wide_grammar = build_grammar("json", wide.dump());
+  EXPECT_TRUE(matches(wide_grammar, R"({"p299":1})"));
+  EXPECT_TRUE(matches(wide_grammar, R"({"p0":1, "p150":2, "p299":3})"));
+  EXPECT_FALSE(matches(wide_grammar, R"({"p299":1,"p0":2})"));
   const Grammar recursive =
       build_grammar("json", R"({"$ref":"#/$defs/n","$defs":{"n":{"type":"object","properties":{
                   "next":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"null"}]}},"required":["next"]}}})");

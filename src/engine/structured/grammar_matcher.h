@@ -45,7 +45,7 @@ struct EscapeNode {
 class GrammarMatcher {
  public:
   static constexpr size_t kMaxStackDepth = 512;
-  static constexpr size_t kMaxStacks = 256;
+  static constexpr size_t kMaxStacks = 1024;
   // A position at or above this at a stack's top marks frames cut off below (stack index added).
   static constexpr uint32_t kCutBase = 0x80000000u;
 
