@@ -459,5 +459,24 @@ TEST(StructuredSampling, ThinkingFirstThenTheGrammarThenOnlyTheStop) {
   EXPECT_EQ(allowed(Ids{8, 12, 9, kByte0 + 'n', kByte0 + 'o'}), (Ids{1}));  // whole: the stop
 }
 
+// `bench structured` on the real vocabulary: runs, completes answers, reports both timings.
+TEST(StructuredBench, ReportsTheMaskCostOnTheRealVocabulary) {
+  GS_REQUIRE_SHARED(shared);
+  const auto r =
+      testing::run_command(testing::cli_binary().string() + " bench structured " +
+                           (shared / "data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf").string() +
+                           " --tokens 40 --batch-size 2 --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["vocab_size"], 262144);
+  EXPECT_EQ(j["batch_size"], 2);
+  EXPECT_GT(j["with_mask"]["mean_ms"].get<double>(), 0.0);
+  EXPECT_GT(j["without_mask"]["mean_ms"].get<double>(), 0.0);
+  const auto bad =
+      testing::run_command(testing::cli_binary().string() + " bench structured --tokens 0 x 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--tokens must be positive, got 0"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace gemmaserve::structured
