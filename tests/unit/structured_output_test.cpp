@@ -121,6 +121,10 @@ TEST(StructuredChoice, OneOfTheStringsExactly) {
   for (const char* ok : {"item0", "item4999", "item123", ""}) EXPECT_TRUE(matches(big, ok)) << ok;
   EXPECT_FALSE(matches(big, "item5000"));
   EXPECT_FALSE(matches(big, "item"));
+  // One very long choice is refused by the size budget, not by the stack.
+  EXPECT_EQ(error_of("choice", nlohmann::json::array({std::string(300000, 'x')}).dump()),
+            "the structured output grammar is too large (over 200000 symbols or 50000 rules); use "
+            "smaller repetition counts or a smaller schema");
   EXPECT_EQ(error_of("choice", "[1]"), "choice must be a non-empty list of strings");
 }
 

@@ -147,26 +147,35 @@ Grammar::Symbol Grammar::repeat(Sequence body, int min, int max) {
 Grammar::Symbol Grammar::one_of(std::vector<std::string> texts) {
   std::sort(texts.begin(), texts.end());
   texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
-  // The rule for the texts in [begin, end), all sharing their first `depth` bytes.
-  auto build = [&](auto&& self, size_t begin, size_t end, size_t depth) -> uint32_t {
-    const uint32_t rule = add_rule("choice");
+  // Each task: the rule for the texts in [begin, end), all sharing their first `depth` bytes
+  // (a loop, not recursion: one long text must not exhaust the stack).
+  struct Task {
+    uint32_t rule;
+    size_t begin, end, depth;
+  };
+  const uint32_t root = add_rule("choice");
+  std::vector<Task> todo = {{root, 0, texts.size(), 0}};
+  while (!todo.empty()) {
+    const Task t = todo.back();
+    todo.pop_back();
     std::vector<Sequence> alts;
-    size_t i = begin;
-    if (texts[i].size() == depth) {  // sorted: the text that ends here comes first
+    size_t i = t.begin;
+    if (texts[i].size() == t.depth) {  // sorted: the text that ends here comes first
       alts.emplace_back();
       ++i;
     }
-    while (i < end) {
-      const char b = texts[i][depth];
+    while (i < t.end) {
+      const char b = texts[i][t.depth];
       size_t j = i;
-      while (j < end && texts[j][depth] == b) ++j;
-      alts.push_back({byte(static_cast<uint8_t>(b)), ref(self(self, i, j, depth + 1))});
+      while (j < t.end && texts[j][t.depth] == b) ++j;
+      const uint32_t child = add_rule("choice");
+      alts.push_back({byte(static_cast<uint8_t>(b)), ref(child)});
+      todo.push_back({child, i, j, t.depth + 1});
       i = j;
     }
-    set_alternatives(rule, std::move(alts));
-    return rule;
-  };
-  return ref(build(build, 0, texts.size(), 0));
+    set_alternatives(t.rule, std::move(alts));
+  }
+  return ref(root);
 }
 
 Grammar::Symbol Grammar::codepoints(const CodepointRanges& ranges) {
