@@ -18,9 +18,15 @@ namespace gemmaserve {
 //   matches, until one matches whole; the model writes the rest freely.
 // - json_object (response_format {"type": "json_object"}): the answer is one JSON object, then
 //   only a stop token; `never` lists tokens it may not contain (marker tokens).
+// - structured_kind (vLLM's structured outputs): the answer matches `structured_spec` read as
+//   "json" (a JSON Schema's text), "regex", "choice" (a JSON array of strings) or "grammar"
+//   (xgrammar's EBNF); once it is whole only a stop token may follow (or more text the grammar
+//   takes). The engine compiles the spec (InputError when it cannot).
 struct AnswerConstraint {
   std::vector<std::vector<int32_t>> prefix_choices;
   bool json_object = false;
+  std::string structured_kind;
+  std::string structured_spec;
   std::vector<int32_t> never;
   int32_t lead_open = -1;  // -1 = no leading span
   int32_t lead_close = -1;

@@ -26,9 +26,10 @@ class RequestOutputKind(enum.Enum):
 class StructuredOutputsParams:
     """Constraints on the output, as vLLM's structured outputs.
 
-    gemmaserve implements ``json_object=True`` (the output is one JSON object, as the server's
-    ``response_format: {"type": "json_object"}``); ``json``, ``regex``, ``choice``, ``grammar``
-    and ``structural_tag`` raise ValueError at generate time, as the server answers 501.
+    gemmaserve implements ``json_object=True`` (one JSON object), ``json`` (a JSON schema, as a
+    dict or its text), ``regex``, ``choice`` and ``grammar`` (xgrammar's EBNF), as the server's
+    ``response_format`` / ``structured_outputs``; ``structural_tag`` raises ValueError at
+    generate time, as the server answers 501.
     """
 
     json: Union[str, Dict[str, Any], None] = None

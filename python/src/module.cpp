@@ -26,23 +26,33 @@
 namespace gemmaserve::python {
 namespace {
 
-// vLLM's structured outputs: json_object maps to the engine's answer constraint (as the server's
-// response_format does); the other kinds are not implemented, as on the server (501).
+// vLLM's structured outputs: json_object, json (a schema object or its text), regex, choice
+// and grammar map to the engine's answer constraint, as the server's fields do (the engine
+// compiles the spec: a bad one is an InputError, so a ValueError); structural_tag is not
+// implemented.
 void apply_structured_outputs(const py::handle& sp, LLM& llm, std::string_view chat_prompt,
                               SamplingParams* out) {
   py::object so = sp.attr("structured_outputs");
   if (so.is_none()) return;
-  for (const char* kind : {"json", "regex", "choice", "grammar", "structural_tag"}) {
-    if (py::hasattr(so, kind) && !so.attr(kind).is_none()) {
-      throw py::value_error(std::string("structured_outputs: ") + kind +
-                            " is not implemented yet (json_object is)");
-    }
+  if (py::hasattr(so, "structural_tag") && !so.attr("structural_tag").is_none()) {
+    throw py::value_error("structured_outputs: structural_tag is not implemented yet");
+  }
+  std::string kind, spec;
+  const py::object dumps = py::module_::import("json").attr("dumps");
+  for (const char* k : {"json", "regex", "choice", "grammar"}) {
+    if (!py::hasattr(so, k) || so.attr(k).is_none()) continue;
+    const py::object v = so.attr(k);
+    kind = k;
+    spec = py::isinstance<py::str>(v) && kind != "choice" ? v.cast<std::string>()
+                                                          : dumps(v).cast<std::string>();
   }
   const Tokenizer* tok = llm.tokenizer();
   if (tok == nullptr)
     throw InputError("structured_outputs need a tokenizer, and this model has none");
   const bool gemma4 = llm.engine().model_config().model_type.rfind("gemma4", 0) == 0;
-  out->answer_constraint = json_object_constraint(*tok, gemma4, chat_prompt);
+  out->answer_constraint =
+      kind.empty() ? json_object_constraint(*tok, gemma4, chat_prompt)
+                   : structured_output_constraint(*tok, gemma4, chat_prompt, kind, spec);
 }
 
 // One SamplingParams per entry of `params`, or per chat prompt when `chat_prompts` are given

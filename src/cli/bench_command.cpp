@@ -13,6 +13,7 @@
 #include "cli/arg_parser.h"
 #include "cli/bench_kernels.h"
 #include "cli/bench_serve_command.h"
+#include "cli/bench_structured.h"
 #include "cli/bench_tokenizer_load.h"
 #include "cli/engine_flags.h"
 #include "cli/quality_command.h"
@@ -41,6 +42,7 @@ constexpr const char* kUsage =
     "       gemmaserve bench matmul [--t T] [--k K] [--n N] [--dtype D] [--threads N] [--isa I]\n"
     "       gemmaserve bench attention [--head-dim D] [--context N] [--seqs S] [--layers L] ...\n"
     "       gemmaserve bench tokenizer-load TOKENIZER_JSON [--runs N (5)] [--json]\n"
+    "       gemmaserve bench structured TOKENIZER [--schema FILE] [--tokens N] [--batch-size N]\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
     "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"
@@ -268,10 +270,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "peak") return run_bench_peak(rest);
   if (mode == "attention") return run_bench_attention(rest);
   if (mode == "tokenizer-load") return run_bench_tokenizer_load(rest);
+  if (mode == "structured") return run_bench_structured(rest);
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode +
                      "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
-                     "tokenizer-load, quality or quant-kernel)");
+                     "tokenizer-load, structured, quality or quant-kernel)");
   }
   ArgParser p;
   add_engine_flags(p);

@@ -14,6 +14,7 @@
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
+#include "engine/structured/compiled_grammar.h"
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_image_processor.h"
@@ -163,6 +164,7 @@ struct Engine::Sampled {
 
 Engine::Engine(const EngineArgs& args)
     : args_(args),
+      grammars_(std::make_unique<structured::GrammarCompiler>()),
       encoder_cache_(
           static_cast<uint64_t>(std::max(0.0, args.mm_processor_cache_gb) * 1073741824.0)) {
   namespace fs = std::filesystem;
@@ -367,8 +369,9 @@ std::vector<Engine::RequestImage> Engine::prepare_prompt(EngineRequest& r) const
   return images;
 }
 
-std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission submission,
-                                                                 std::vector<RequestImage> images) {
+std::shared_ptr<Engine::RequestState> Engine::make_request_state(
+    Submission submission, std::vector<RequestImage> images,
+    std::shared_ptr<const structured::CompiledGrammar> grammar) {
   EngineRequest& r = submission.request;
   const int vocab = model_->vocab_size();
   if (r.request_id.empty()) throw InputError("request id must not be empty");
@@ -403,11 +406,12 @@ std::shared_ptr<Engine::RequestState> Engine::make_request_state(Submission subm
     seq.index = k;
     SamplingParams params = r.params;
     if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
-    const bool json = params.answer_constraint && params.answer_constraint->json_object;
+    const bool bytes =
+        params.answer_constraint && (params.answer_constraint->json_object || grammar != nullptr);
     seq.sampler = std::make_unique<RequestSampler>(
         params, r.prompt_token_ids, stop_ids, tokenizer_.get(), vocab,
         mix_seed(args_.seed, next_sequence_ + static_cast<uint64_t>(k)),
-        json ? json_trie() : nullptr);
+        bytes ? json_trie() : nullptr, grammar);
     seq.stop =
         std::make_unique<StopChecker>(params, std::set<int32_t>(stop_ids.begin(), stop_ids.end()),
                                       tokenizer_.get(), prompt_len, max_model_len_);
@@ -451,6 +455,14 @@ void Engine::add_request(EngineRequest request, OutputCallback callback) {
 void Engine::add_requests(std::vector<Submission> submissions) {
   std::vector<std::vector<RequestImage>> images;
   for (Submission& s : submissions) images.push_back(prepare_prompt(s.request));
+  // Structured-output specs compile before the lock: the step loop never waits on them.
+  std::vector<std::shared_ptr<const structured::CompiledGrammar>> grammars(submissions.size());
+  for (size_t i = 0; i < submissions.size(); ++i) {
+    const auto& c = submissions[i].request.params.answer_constraint;
+    if (!c || c->structured_kind.empty()) continue;
+    grammars[i] = grammars_->compile(c->structured_kind, c->structured_spec);
+    json_trie();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_) throw std::runtime_error("the engine stopped after an error: " + *failure_);
@@ -459,7 +471,8 @@ void Engine::add_requests(std::vector<Submission> submissions) {
     try {
       for (size_t i = 0; i < submissions.size(); ++i) {
         std::shared_ptr<RequestState> state =
-            make_request_state(std::move(submissions[i]), std::move(images[i]));
+            make_request_state(std::move(submissions[i]), std::move(images[i]),
+                               std::move(grammars[i]));
         const int n = static_cast<int>(state->sequences.size());
         const int prompt_len = static_cast<int>(state->request.prompt_token_ids.size());
         // Holding samples back only pays when the prompt has a full block to share.

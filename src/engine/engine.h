@@ -48,6 +48,11 @@
 
 namespace gemmaserve {
 
+namespace structured {
+class CompiledGrammar;
+class GrammarCompiler;
+}  // namespace structured
+
 class Gemma4Model;
 class KvCache;
 class Scheduler;
@@ -172,8 +177,10 @@ class Engine {
   // part of a request's checks, so it runs before the lock).
   std::vector<RequestImage> prepare_prompt(EngineRequest& request) const;
   // Checks a request and builds its state (no engine state changes). Under mutex_.
-  std::shared_ptr<RequestState> make_request_state(Submission submission,
-                                                   std::vector<RequestImage> images);
+  // `grammar`: the compiled structured-output spec of the request's answer constraint, if any.
+  std::shared_ptr<RequestState> make_request_state(
+      Submission submission, std::vector<RequestImage> images,
+      std::shared_ptr<const structured::CompiledGrammar> grammar);
   // Hands a sequence to the scheduler and indexes it. Under mutex_.
   void admit_sequence(RequestState& request, Sequence& seq);
 
@@ -204,6 +211,7 @@ class Engine {
   std::shared_ptr<const JsonTokenTrie> json_trie();
   std::once_flag json_trie_once_;
   std::shared_ptr<const JsonTokenTrie> json_trie_;
+  std::unique_ptr<structured::GrammarCompiler> grammars_;  // structured outputs' specs, cached
   GenerationDefaults generation_;
   std::vector<int32_t> eos_ids_;
   int max_model_len_ = 0;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,18 @@ class JsonTokenTrie {
   std::vector<int32_t> allowed(const JsonObjectMachine& machine) const;
   // The bytes of an ordinary token (empty for the others).
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+
+  // The trie itself, for other byte automata (structured outputs): node 0 is the root, 0 also
+  // ends a child list; a node's tokens are those whose bytes end there.
+  static constexpr uint32_t kRoot = 0;
+  uint32_t first_child(uint32_t node) const { return nodes_[node].first_child; }
+  uint32_t next_sibling(uint32_t node) const { return nodes_[node].next_sibling; }
+  uint8_t node_byte(uint32_t node) const { return nodes_[node].byte; }
+  std::span<const int32_t> node_tokens(uint32_t node) const {
+    return {token_ids_.data() + nodes_[node].tokens_begin,
+            nodes_[node].tokens_end - nodes_[node].tokens_begin};
+  }
+  size_t node_count() const { return nodes_.size(); }
 
  private:
   struct Node {

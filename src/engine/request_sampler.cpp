@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "engine/sampler.h"
+#include "engine/structured/compiled_grammar.h"
+#include "engine/structured/grammar_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -74,13 +76,15 @@ std::vector<int32_t> distinct(std::span<const int32_t> ids) {
 RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
                                std::vector<int32_t> stop_ids, const Tokenizer* tokenizer,
                                int vocab_size, uint64_t fallback_seed,
-                               std::shared_ptr<const JsonTokenTrie> json_trie)
+                               std::shared_ptr<const JsonTokenTrie> json_trie,
+                               std::shared_ptr<const structured::CompiledGrammar> grammar)
     : params_(params),
       prompt_tokens_(distinct(prompt_tokens)),  // only membership matters (repetition penalty)
       stop_ids_(std::move(stop_ids)),
       vocab_size_(vocab_size),
       rng_(params.seed ? *params.seed : fallback_seed),
-      json_trie_(std::move(json_trie)) {
+      json_trie_(std::move(json_trie)),
+      grammar_(std::move(grammar)) {
   if (vocab_size_ <= 0) throw std::invalid_argument("RequestSampler: vocab_size must be positive");
   params_.validate(vocab_size_);  // every id used as an index below is then in range
   for (int32_t id : stop_ids_) {
@@ -100,9 +104,19 @@ RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int
     throw InputError(
         "response_format json_object needs the model's tokenizer; this model has none");
   }
+  if (params_.answer_constraint && !params_.answer_constraint->structured_kind.empty()) {
+    if (!json_trie_)
+      throw InputError("structured outputs need the model's tokenizer; this model has none");
+    if (!grammar_)
+      throw std::invalid_argument("RequestSampler: a structured kind needs its grammar");
+    matcher_ = std::make_unique<structured::GrammarMatcher>(grammar_->grammar());
+    grammar_state_ = std::make_unique<structured::GrammarState>();
+  }
   // vLLM's API layer clamps biases to OpenAI's [-100, 100].
   for (auto& [id, bias] : params_.logit_bias) bias = std::clamp(bias, -100.0f, 100.0f);
 }
+
+RequestSampler::~RequestSampler() = default;
 
 int32_t RequestSampler::sample(std::span<const float> raw_logits,
                                std::span<const int32_t> output_tokens) {
@@ -126,7 +140,9 @@ std::span<const float> RequestSampler::process(std::span<const float> raw_logits
     for (size_t i = 0; i < kept_.size(); ++i) x[ids[i]] = kept_[i];
   };
   if (params_.allowed_token_ids) keep_only(*params_.allowed_token_ids);
-  if (params_.answer_constraint && params_.answer_constraint->json_object) {
+  if (matcher_) {
+    apply_grammar(output_tokens, x);
+  } else if (params_.answer_constraint && params_.answer_constraint->json_object) {
     // Nothing left (a mask that cannot happen with byte tokens in the vocabulary) stays an
     // error rather than a free, broken object.
     if (const std::vector<int32_t>* next = json_next_tokens(output_tokens)) keep_only(*next);
@@ -250,6 +266,51 @@ const std::vector<int32_t>* RequestSampler::json_next_tokens(
     it = json_cache_.emplace(key, std::move(next)).first;
   }
   return &it->second;
+}
+
+void RequestSampler::apply_grammar(std::span<const int32_t> output_tokens, std::vector<float>& x) {
+  const AnswerConstraint& c = *params_.answer_constraint;
+  const std::optional<size_t> start = answer_start(c, output_tokens);
+  if (!start) return;  // thinking: free
+  if (grammar_fed_ < *start || grammar_fed_ > output_tokens.size() || grammar_state_->dead()) {
+    *grammar_state_ = matcher_->initial();  // the answer (re)starts here
+    grammar_fed_ = *start;
+  }
+  for (; grammar_fed_ < output_tokens.size(); ++grammar_fed_) {
+    // Only masked tokens get here, so the grammar takes every byte.
+    matcher_->feed(grammar_state_.get(), json_trie_->bytes(output_tokens[grammar_fed_]));
+  }
+  const bool may_stop =
+      !stop_ids_.empty() && static_cast<int>(output_tokens.size()) >= params_.min_tokens;
+  const bool whole = grammar_state_->accepting();
+  if (whole && !grammar_state_->can_continue() && !may_stop) return;  // nothing can end it: free
+  // The stop tokens once the answer is whole, the thought channel before it starts.
+  std::vector<int32_t> extra;
+  if (whole) extra = stop_ids_;
+  if (lead_may_open(c, output_tokens)) extra.push_back(c.lead_open);
+  kept_.clear();
+  for (int32_t id : extra) kept_.push_back(x[id]);
+  if (grammar_state_->can_continue()) {
+    const std::shared_ptr<const structured::TokenBits> bits =
+        grammar_->allowed(*json_trie_, vocab_size_, *grammar_state_, matcher_.get());
+    // A word at a time: most are all allowed (inside strings) or all masked.
+    for (size_t w = 0; w < bits->size(); ++w) {
+      const uint64_t m = (*bits)[w];
+      if (m == ~0ull) continue;
+      const size_t base = w * 64, end = std::min(base + 64, x.size());
+      if (m == 0) {
+        std::fill(x.begin() + static_cast<long>(base), x.begin() + static_cast<long>(end), kNegInf);
+        continue;
+      }
+      for (size_t i = base; i < end; ++i) {
+        if ((m >> (i - base) & 1) == 0) x[i] = kNegInf;
+      }
+    }
+    for (int32_t id : never_) x[id] = kNegInf;
+  } else {
+    std::fill(x.begin(), x.end(), kNegInf);
+  }
+  for (size_t i = 0; i < extra.size(); ++i) x[extra[i]] = kept_[i];
 }
 
 TokenLogprobs RequestSampler::logprobs(std::span<const float> raw_logits, int k, int32_t chosen) {

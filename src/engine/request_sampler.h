@@ -19,6 +19,11 @@
 namespace gemmaserve {
 
 class Tokenizer;
+namespace structured {
+class CompiledGrammar;
+class GrammarMatcher;
+struct GrammarState;
+}  // namespace structured
 
 class RequestSampler {
  public:
@@ -27,10 +32,13 @@ class RequestSampler {
   // without a seed draws one from `fallback_seed`. Throws InputError when params.validate()
   // does, for bad_words that cannot be tokenized (or without a tokenizer) and for stop ids
   // outside the vocabulary.
-  // `json_trie` (the vocabulary's bytes) is needed by an answer_constraint with json_object.
+  // `json_trie` (the vocabulary's bytes) is needed by an answer_constraint with json_object or
+  // a structured kind, `grammar` (its compiled spec) by the latter.
   RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
                  std::vector<int32_t> stop_ids, const Tokenizer* tokenizer, int vocab_size,
-                 uint64_t fallback_seed, std::shared_ptr<const JsonTokenTrie> json_trie = nullptr);
+                 uint64_t fallback_seed, std::shared_ptr<const JsonTokenTrie> json_trie = nullptr,
+                 std::shared_ptr<const structured::CompiledGrammar> grammar = nullptr);
+  ~RequestSampler();
 
   // The next token given the raw logits of this step and the tokens generated so far.
   // Processing order as vLLM v1: allowed_token_ids (and the answer constraint, as vLLM's
@@ -73,6 +81,12 @@ class RequestSampler {
   size_t json_fed_ = 0;
   std::map<std::string, std::vector<int32_t>> json_cache_;
   std::vector<int32_t> never_;  // the constraint's never list, sorted
+  // Structured outputs: masks `x` to what the grammar allows after `output_tokens`.
+  void apply_grammar(std::span<const int32_t> output_tokens, std::vector<float>& x);
+  std::shared_ptr<const structured::CompiledGrammar> grammar_;
+  std::unique_ptr<structured::GrammarMatcher> matcher_;
+  std::unique_ptr<structured::GrammarState> grammar_state_;
+  size_t grammar_fed_ = 0;
 };
 
 }  // namespace gemmaserve

@@ -145,8 +145,11 @@ void SamplingParams::validate(int vocab_size, int max_logprobs) const {
       if (c.empty()) fail("answer_constraint: every prefix choice needs at least one token");
       ids.insert(ids.end(), c.begin(), c.end());
     }
-    if (f.prefix_choices.empty() == !f.json_object) {
-      fail("answer_constraint: give prefix choices or json_object, one of the two");
+    const int kinds = static_cast<int>(!f.prefix_choices.empty()) +
+                      static_cast<int>(f.json_object) +
+                      static_cast<int>(!f.structured_kind.empty());
+    if (kinds != 1) {
+      fail("answer_constraint: give prefix choices, json_object or a structured kind, one of them");
     }
     for (int32_t id : {f.lead_open, f.lead_close}) {
       if (id != -1) ids.push_back(id);

@@ -1,6 +1,7 @@
 #include "server/answer_constraints.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/gemma4_reasoning_parser.h"
@@ -55,8 +56,23 @@ std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, con
 
 AnswerConstraint json_object_constraint(const Tokenizer& tok, bool gemma4,
                                         std::string_view chat_prompt) {
-  AnswerConstraint c;
+  AnswerConstraint c = text_answer_constraint(tok, gemma4, chat_prompt);
   c.json_object = true;
+  return c;
+}
+
+AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
+                                              std::string_view chat_prompt, std::string kind,
+                                              std::string spec) {
+  AnswerConstraint c = text_answer_constraint(tok, gemma4, chat_prompt);
+  c.structured_kind = std::move(kind);
+  c.structured_spec = std::move(spec);
+  return c;
+}
+
+AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
+                                        std::string_view chat_prompt) {
+  AnswerConstraint c;
   if (gemma4) {
     for (std::string_view marker : gemma4_marker_texts()) {
       if (const int32_t id = single_token_id(tok, marker); id >= 0) c.never.push_back(id);

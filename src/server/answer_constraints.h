@@ -1,9 +1,11 @@
 // The AnswerConstraint a chat or completion request asks for: tool_choice "required" or a named
-// function (the Gemma 4 tool-call opening forced), response_format json_object (one JSON object).
+// function (the Gemma 4 tool-call opening forced), response_format json_object (one JSON object),
+// structured outputs (json_schema, regex, choice, grammar).
 // vLLM enforces both by structured output; here they are token masks the engine applies.
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "gemmaserve/sampling_params.h"
@@ -23,6 +25,16 @@ std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, con
 // (`gemma4`); after the thought channel when the chat `prompt` lets the model think (empty for
 // completions: the answer starts at once).
 AnswerConstraint json_object_constraint(const Tokenizer& tok, bool gemma4,
+                                        std::string_view chat_prompt);
+
+// Structured outputs (`kind` json | regex | choice | grammar, `spec` its text; the engine
+// compiles it): the same marker and thought-channel rules as json_object.
+AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
+                                              std::string_view chat_prompt, std::string kind,
+                                              std::string spec);
+
+// What both share: the never list (Gemma 4 markers, <unusedN>) and the leading thought channel.
+AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
                                         std::string_view chat_prompt);
 
 }  // namespace gemmaserve

@@ -10,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/chat_images.h"
 #include "server/request_fields.h"
+#include "server/structured_output_fields.h"
 
 namespace gemmaserve {
 namespace {
@@ -162,30 +163,10 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   }
   f.get_double("length_penalty");  // beam search only
   f.get_string("user");            // OpenAI's end-user id: accepted and ignored, as vLLM
-  if (const auto* rf = f.raw("response_format")) {
-    const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
-                                 ? (*rf)["type"].get<std::string>()
-                                 : "";
-    if (type.empty()) {
-      throw bad_request(
-          "response_format: 'type' must be one of text, json_object, json_schema, "
-          "structural_tag",
-          "response_format");
-    }
-    if (type == "json_object") {
-      r.json_object = true;
-    } else if (type != "text") {
-      throw not_implemented("response_format '" + type +
-                            "' needs structured outputs, which gemmaserve does not have yet "
-                            "(json_object is supported).");
-    }
-  }
-  for (const char* guided :
-       {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
-    if (f.raw(guided) != nullptr) {
-      throw not_implemented(std::string(guided) + " is not supported by gemmaserve yet.");
-    }
-  }
+  const StructuredOutputRequest structured = parse_structured_output_fields(f);
+  r.json_object = structured.json_object;
+  r.structured_kind = structured.kind;
+  r.structured_spec = structured.spec;
   if (f.raw("logits_processors") != nullptr) {
     throw not_implemented("logits_processors are not supported by gemmaserve.");
   }

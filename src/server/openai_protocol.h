@@ -39,6 +39,8 @@ struct GenerationRequest {
   std::optional<int> truncate_prompt_tokens;
   bool truncate_keeps_first = false;        // truncation_side "right": keep the first N tokens
   bool json_object = false;                 // response_format {"type": "json_object"}
+  std::string structured_kind;              // json | regex | choice | grammar (structured outputs)
+  std::string structured_spec;              // its schema / regex / choices / EBNF text
   std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
 };
 

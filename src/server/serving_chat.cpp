@@ -407,13 +407,18 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
                         "the model's own tool calls are parsed as with 'auto'";
     }
   }
-  if (req.json_object) {
+  if (req.json_object || !req.structured_kind.empty()) {
     if (job->forced_tool_call) {
-      throw bad_request("response_format json_object cannot be combined with tool_choice '" +
-                            req.tool_choice + "': the answer is a tool call",
-                        "response_format");
+      throw bad_request(
+          std::string(req.json_object ? "response_format json_object" : "structured outputs") +
+              " cannot be combined with tool_choice '" + req.tool_choice +
+              "': the answer is a tool call",
+          "response_format");
     }
-    params.answer_constraint = json_object_constraint(*tok, ctx.gemma4, prompt.text);
+    params.answer_constraint = text_answer_constraint(*tok, ctx.gemma4, prompt.text);
+    params.answer_constraint->json_object = req.json_object;
+    params.answer_constraint->structured_kind = req.structured_kind;
+    params.answer_constraint->structured_spec = req.structured_spec;
   }
   job->parse.parse_reasoning = ctx.reasoning_parser;
   job->parse.parse_tools = job->forced_tool_call || (ctx.tool_parser && req.tool_choice != "none");

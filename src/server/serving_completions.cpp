@@ -297,14 +297,17 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   job->created = unix_time_now();
   std::vector<EngineRequest> requests;
   std::optional<AnswerConstraint> json;
-  if (req.json_object) {
+  if (req.json_object || !req.structured_kind.empty()) {
     // Without a tokenizer the engine refuses the request (RequestSampler's InputError).
     const Tokenizer* tok = ctx.engine.tokenizer();
     if (tok != nullptr) {
-      json = json_object_constraint(*tok, ctx.gemma4, "");
+      json = text_answer_constraint(*tok, ctx.gemma4, "");
     } else {
-      json.emplace().json_object = true;
+      json.emplace();
     }
+    json->json_object = req.json_object;
+    json->structured_kind = req.structured_kind;
+    json->structured_spec = req.structured_spec;
   }
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;

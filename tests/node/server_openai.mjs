@@ -219,6 +219,59 @@ const api = {
     const text = chunks.flatMap((x) => x.choices).map((x) => x.delta?.content ?? '').join('');
     assert.equal(text, whole.choices[0].message.content);
   },
+  async jsonSchemaResponseFormat() {
+    // The SDK's json_schema response_format: every finished answer validates (keys in schema
+    // order, required ones present, types and the enum kept), streamed or not.
+    const schema = {
+      type: 'object',
+      properties: {
+        city: { type: 'string', maxLength: 8 },
+        rank: { type: 'integer' },
+        kind: { enum: ['town', 'village'] },
+        flags: { type: 'array', items: { type: 'boolean' }, maxItems: 2 },
+      },
+      required: ['city', 'kind'],
+    };
+    const response_format = {
+      type: 'json_schema', json_schema: { name: 'place', schema, strict: true },
+    };
+    const validate = (text) => {
+      const v = JSON.parse(text);
+      assert.equal(typeof v.city, 'string');
+      assert.ok(['town', 'village'].includes(v.kind), text);
+      if ('rank' in v) assert.ok(Number.isInteger(v.rank), text);
+      if ('flags' in v) assert.ok(v.flags.every((f) => typeof f === 'boolean'), text);
+      for (const k of Object.keys(v)) assert.ok(k in schema.properties, text);
+    };
+    let stopped = 0;
+    for (const seed of [1, 2, 3]) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: user('Name a place.'), max_tokens: 200, temperature: 1, seed,
+        response_format, chat_template_kwargs: { enable_thinking: false },
+      });
+      if (r.choices[0].finish_reason === 'stop') {
+        validate(r.choices[0].message.content);
+        stopped += 1;
+      }
+    }
+    assert.ok(stopped > 0, 'no answer finished inside 200 tokens');
+    const body = {
+      model: MODEL, messages: user('Name a place.'), max_tokens: 200, temperature: 0,
+      response_format, chat_template_kwargs: { enable_thinking: false },
+    };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    const text = chunks.flatMap((x) => x.choices).map((x) => x.delta?.content ?? '').join('');
+    assert.equal(text, whole.choices[0].message.content);
+    await assert.rejects(
+      client.chat.completions.create({
+        model: MODEL, messages: user('x'), max_tokens: 4,
+        response_format: {
+          type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'uri' } },
+        },
+      }),
+      (e) => e.status === 400 && /unsupported JSON Schema format 'uri'/.test(e.message));
+  },
   async chatEchoAndContinueFinalMessage() {
     const body = {
       model: MODEL, messages: [...user('Hi'), { role: 'assistant', content: 'Well,' }],

@@ -4,6 +4,7 @@ template: the seed's offline example as written, stop strings, chat with tools, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -192,6 +193,22 @@ def test_structured_outputs_json_object(llm: LLM) -> None:
                         StructuredOutputsParams(json_object=True))
     text = llm.generate("Give me JSON:", sp, use_tqdm=False)[0].outputs[0].text
     assert text.lstrip().startswith("{")
+
+
+def test_structured_outputs_regex_choice_and_schema(llm: LLM) -> None:
+    so = gemmaserve.StructuredOutputsParams
+    sp = SamplingParams(temperature=0, max_tokens=16, structured_outputs=so(regex="[a-c]{2,4}x"))
+    text = llm.generate("Letters:", sp, use_tqdm=False)[0].outputs[0].text
+    assert re.fullmatch("[a-c]{2,4}x", text), text
+    sp = SamplingParams(temperature=0, max_tokens=16, structured_outputs=so(choice=["yes", "no"]))
+    assert llm.generate("Yes or no?", sp, use_tqdm=False)[0].outputs[0].text in ("yes", "no")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    sp = SamplingParams(temperature=0, max_tokens=128, structured_outputs=so(json=schema))
+    text = llm.generate("JSON:", sp, use_tqdm=False)[0].outputs[0].text
+    assert isinstance(json.loads(text)["ok"], bool), text
+    with pytest.raises(ValueError) as e:
+        llm.generate("x", SamplingParams(structured_outputs=so(regex="a(")), use_tqdm=False)
+    assert "invalid regex at position 2: missing ), unterminated subpattern" in str(e.value)
 
 
 def test_bad_words_are_never_completed(llm: LLM) -> None:

@@ -340,9 +340,13 @@ TEST(RequestSamplerTest, AnswerConstraintBadInputIsAnInputError) {
   EXPECT_EQ(error_of(p), "answer_constraint: lead_open and lead_close go together");
   p.answer_constraint = two_calls();
   p.answer_constraint->json_object = true;  // both kinds at once
-  EXPECT_EQ(error_of(p), "answer_constraint: give prefix choices or json_object, one of the two");
+  EXPECT_EQ(
+      error_of(p),
+      "answer_constraint: give prefix choices, json_object or a structured kind, one of them");
   p.answer_constraint = AnswerConstraint{};  // neither
-  EXPECT_EQ(error_of(p), "answer_constraint: give prefix choices or json_object, one of the two");
+  EXPECT_EQ(
+      error_of(p),
+      "answer_constraint: give prefix choices, json_object or a structured kind, one of them");
   // A mask that leaves nothing (allowed_token_ids against the forced call) is an InputError.
   p.answer_constraint = two_calls();
   p.allowed_token_ids = Ids{1, 2};

@@ -1,0 +1,100 @@
+#include "engine/structured/compiled_grammar.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/json_object_grammar.h"
+#include "engine/structured/ebnf_compiler.h"
+#include "engine/structured/json_schema_compiler.h"
+#include "engine/structured/regex_compiler.h"
+
+namespace gemmaserve::structured {
+
+std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& trie, int vocab_size,
+                                                          const GrammarState& state,
+                                                          GrammarMatcher* matcher) const {
+  const std::string key(state.key());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto* hit = masks_.find(key)) return *hit;
+  }
+  const size_t words = (static_cast<size_t>(vocab_size) + 63) / 64;
+  auto set_bits = [](const std::vector<int32_t>& ids, TokenBits* bits) {
+    for (int32_t id : ids) (*bits)[static_cast<size_t>(id) / 64] |= 1ull << (id % 64);
+  };
+  // The shared part (one walk for every state with these top frames), then what lies below.
+  const GrammarState cut = GrammarMatcher::truncate(state, kKeptFrames);
+  const std::string cut_key(cut.key());
+  std::shared_ptr<const SharedMask> shared;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto* hit = shared_.find(cut_key)) shared = *hit;
+  }
+  if (!shared) {
+    auto made = std::make_shared<SharedMask>();
+    made->certain.assign(words, 0);
+    std::vector<int32_t> ids;
+    matcher->walk_truncated(trie, cut, &ids, &made->escapes);
+    set_bits(ids, &made->certain);
+    std::lock_guard<std::mutex> lock(mutex_);
+    shared_.put(cut_key, made);
+    shared = std::move(made);
+  }
+  auto bits = std::make_shared<TokenBits>(shared->certain);
+  std::vector<int32_t> ids;
+  for (const EscapeNode& e : shared->escapes)
+    matcher->walk_escape(trie, state, kKeptFrames, e, &ids);
+  set_bits(ids, bits.get());
+  std::lock_guard<std::mutex> lock(mutex_);
+  masks_.put(key, bits);
+  return bits;
+}
+
+Grammar build_grammar(std::string_view kind, std::string_view spec) {
+  Grammar g;
+  if (kind == "json") {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(spec);
+    } catch (const nlohmann::ordered_json::exception&) {
+      throw InputError("the JSON schema is not valid JSON");
+    }
+    compile_json_schema(&g, schema);
+  } else if (kind == "regex") {
+    g.set_root(compile_regex(&g, spec).index);
+  } else if (kind == "choice") {
+    const nlohmann::json list = nlohmann::json::parse(spec, nullptr, /*allow_exceptions=*/false);
+    if (!list.is_array() || list.empty()) {
+      throw InputError("choice must be a non-empty list of strings");
+    }
+    std::vector<std::string> texts;
+    for (const auto& c : list) {
+      if (!c.is_string()) throw InputError("choice must be a non-empty list of strings");
+      texts.push_back(c.get<std::string>());
+    }
+    g.set_root(g.one_of(std::move(texts)).index);
+  } else if (kind == "grammar") {
+    compile_ebnf(&g, spec);
+  } else {
+    throw InputError("unknown structured output kind '" + std::string(kind) + "'");
+  }
+  g.finish();
+  return g;
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(std::string_view kind,
+                                                                std::string_view spec) {
+  std::string key(kind);
+  key.push_back('\0');
+  key.append(spec);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto* hit = cache_.find(key)) return *hit;
+  }
+  auto compiled = std::make_shared<const CompiledGrammar>(build_grammar(kind, spec));
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache_.put(key, compiled);
+  return compiled;
+}
+
+}  // namespace gemmaserve::structured

@@ -1,0 +1,22 @@
+// vLLM's structured-output request fields: response_format (text, json_object, json_schema),
+// structured_outputs {json | regex | choice | grammar | json_object} (exactly one) and the
+// legacy guided_json / guided_regex / guided_choice / guided_grammar. Protocol only: the spec is
+// compiled (and refused with a 400) when the request reaches the engine.
+#pragma once
+
+#include <string>
+
+#include "server/request_fields.h"
+
+namespace gemmaserve {
+
+struct StructuredOutputRequest {
+  bool json_object = false;  // response_format json_object or structured_outputs.json_object
+  std::string kind;          // "json" | "regex" | "choice" | "grammar"; empty = none
+  std::string spec;          // the schema / regex / JSON list of choices / EBNF text
+};
+
+// Throws ApiError (400 naming the field; 501 for structural tags) for a malformed field.
+StructuredOutputRequest parse_structured_output_fields(RequestFields& f);
+
+}  // namespace gemmaserve
