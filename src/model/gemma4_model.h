@@ -18,6 +18,8 @@
 
 namespace gemmaserve {
 
+class Communicator;
+
 // Which rows of logits a sequence wants from this step.
 enum class LogitsWanted { kNone, kLast, kAll };
 
@@ -54,7 +56,8 @@ struct SequenceInput {
 
 struct ForwardOutput {
   // Rows of `vocab_size` soft-capped logits, in batch order: for each sequence, nothing (kNone),
-  // its last token (kLast) or every new token (kAll).
+  // its last token (kLast) or every new token (kAll). Under tensor parallelism only rank 0
+  // receives them (other ranks get `rows` and no logits).
   std::vector<float> logits;
   int rows = 0;
 };
@@ -90,8 +93,12 @@ Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights);
 
 class Gemma4Model {
  public:
+  // `communicator` joins the ranks of a tensor-parallel model (weights sliced for its rank and
+  // size, see model/tensor_parallel.h); nullptr for a whole model. Every rank calls forward()
+  // with the same batch.
   Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
-              Gemma4ModelOptions options = {});
+              Gemma4ModelOptions options = {},
+              std::shared_ptr<Communicator> communicator = nullptr);
   ~Gemma4Model();
 
   const ModelConfig& config() const { return weights_.config; }
@@ -118,6 +125,7 @@ class Gemma4Model {
   ModelWeights weights_;
   std::shared_ptr<ThreadPool> pool_;
   Gemma4ModelOptions options_;
+  std::shared_ptr<Communicator> communicator_;
   std::unique_ptr<Scratch> scratch_;
   std::atomic<uint64_t> matmul_calls_{0};
 };
