@@ -49,6 +49,11 @@ struct EngineArgs {
   // Activations of bf16 weight matrices: "f32" (default; golden-accurate) or "bf16" (rounded
   // for AVX512_BF16 dot products, about twice the prefill rate where the CPU has them).
   std::string cpu_matmul_precision = "f32";
+  // Ranks the model is split over (Megatron tensor parallelism, docs/ARCHITECTURE.md). "mp"
+  // starts them on this host by re-executing the command under mpirun; "mpi" expects the
+  // command to run under `mpirun -n N` already. Rank 0 runs the engine, the others the model.
+  int tensor_parallel_size = 1;
+  std::string distributed_executor_backend = "mp";
 };
 
 // A prompt is text or token ids.

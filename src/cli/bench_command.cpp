@@ -16,6 +16,7 @@
 #include "cli/bench_tokenizer_load.h"
 #include "cli/engine_flags.h"
 #include "cli/quality_command.h"
+#include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
@@ -288,6 +289,7 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (!p.positionals().empty()) model = p.positionals()[0];
   if (model.empty()) throw InputError("bench " + mode + " needs MODEL\n" + std::string(kUsage));
   EngineArgs ea = engine_args_from_flags(p, model);
+  if (run_as_tensor_parallel_follower(ea)) return 0;
   ea.show_progress = false;
   return mode == "throughput" ? run_throughput(p, ea) : run_latency(p, ea);
 }

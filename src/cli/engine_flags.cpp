@@ -62,6 +62,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
+  p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -98,6 +99,13 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     a.cpu_matmul_precision =
         matmul_precision_name(parse_matmul_precision(*v, "--cpu-matmul-precision"));
   }
+  a.tensor_parallel_size = int_flag(p, "--tensor-parallel-size", a.tensor_parallel_size);
+  if (a.tensor_parallel_size < 1) {
+    throw InputError("--tensor-parallel-size must be at least 1, got " +
+                     std::to_string(a.tensor_parallel_size));
+  }
+  a.distributed_executor_backend =
+      p.get("--distributed-executor-backend").value_or(a.distributed_executor_backend);
   return a;
 }
 
@@ -122,7 +130,10 @@ const char* engine_flags_usage() {
          "  --seed N                          seeds requests that bring no seed (default 0)\n"
          "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n"
          "  --cpu-matmul-precision f32|bf16   activations of bf16 weight products: f32 (default)\n"
-         "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n";
+         "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n"
+         "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
+         "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"
+         "                                    via mpirun; mpi: already under mpirun -n N\n";
 }
 
 }  // namespace gemmaserve

@@ -10,6 +10,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/engine_flags.h"
+#include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -41,15 +42,14 @@ constexpr const char* kUsage =
     "  --limit-mm-per-prompt JSON  --max-logprobs N (20)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
-    "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
+    "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
     "  --dtype, --enable-expert-parallel, --enable-chunked-prefill, --async-scheduling,\n"
     "  --mm-processor-cache-gb, --mm-processor-kwargs, --kv-cache-dtype, --quantization/-q, ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
 const std::vector<std::string>& ignored_value_flags() {
-  static const std::vector<std::string> flags = {"--tensor-parallel-size",
-                                                 "--pipeline-parallel-size",
+  static const std::vector<std::string> flags = {"--pipeline-parallel-size",
                                                  "--compilation-config",
                                                  "--dtype",
                                                  "--mm-processor-cache-gb",
@@ -60,7 +60,6 @@ const std::vector<std::string>& ignored_value_flags() {
                                                  "--swap-space",
                                                  "--speculative-config",
                                                  "--allowed-origins",
-                                                 "--distributed-executor-backend",
                                                  "--load-format",
                                                  "--task",
                                                  "--max-num-partial-prefills",
@@ -217,6 +216,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.max_logprobs = p.get_int("--max-logprobs", opt.max_logprobs);
   opt.max_connections = p.get_int("--max-connections", opt.max_connections);
   const EngineArgs ea = engine_args_from_flags(p, model);
+  if (run_as_tensor_parallel_follower(ea)) return 0;
   opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
   if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");
 

@@ -14,6 +14,7 @@
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
+#include "engine/tensor_parallel_ranks.h"
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
@@ -147,11 +148,16 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (const char* v = std::getenv("GEMMASERVE_PREFETCH_AHEAD"); v != nullptr && *v != '\0') {
     cpu::parse_once_prefetch_distance(v);
   }
-  const bool pin = bind != "none";
+  bool pin = bind != "none";
+  std::shared_ptr<Communicator> communicator = join_tensor_parallel_ranks(args_, &pin);
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;
   WeightLoadOptions load_options;
+  if (communicator) {
+    load_options.tensor_parallel_rank = communicator->rank();
+    load_options.tensor_parallel_size = communicator->size();
+  }
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {
     load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");
@@ -237,7 +243,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   model_options.matmul_precision =
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
-  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options);
+  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
   thread_ = std::thread([this] { run_loop(); });
 }
 

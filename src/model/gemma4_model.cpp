@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "kernels/cpu/cpu_features.h"
 #include "model/gemma4_forward.h"
 #include "model/weight_layout.h"
@@ -99,10 +100,23 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
   }
 }
 
-Gemma4Model::~Gemma4Model() = default;
+Gemma4Model::~Gemma4Model() {
+  if (!leads_ranks()) return;
+  try {
+    send_step(nullptr, nullptr);  // the other ranks' follow() returns
+  } catch (const std::exception& e) {
+    GS_LOG_ERROR << "tensor parallel: cannot stop the other ranks: " << e.what();
+  }
+}
 
 void Gemma4Model::forward(std::span<const SequenceInput> batch, KvCache& cache,
                           ForwardOutput* out) {
+  if (leads_ranks()) send_step(&batch, &cache);
+  run_forward(batch, cache, out);
+}
+
+void Gemma4Model::run_forward(std::span<const SequenceInput> batch, KvCache& cache,
+                              ForwardOutput* out) {
   detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_,
                                options_, communicator_.get());
   runner.run(batch, cache, out);

@@ -110,7 +110,13 @@ class Gemma4Model {
 
   // One step for a ragged batch: writes the new tokens' K/V into `cache` and returns logits.
   // Every weight matrix is applied once to all the batch's tokens.
+  // Under tensor parallelism rank 0 calls it (with its engine's cache) and first sends the
+  // batch to the other ranks, which run follow().
   void forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
+
+  // Tensor-parallel ranks other than 0: runs every step rank 0's forward() sends, on a KV
+  // cache of the same geometry holding this rank's heads, until rank 0's model is destroyed.
+  void follow();
 
   // Soft-token embeddings of one image for SequenceInput::embeddings: vision_soft_tokens()
   // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
@@ -122,12 +128,17 @@ class Gemma4Model {
 
  private:
   struct Scratch;
+  bool leads_ranks() const;
+  // Sends one step's plan (nullptr: stop) to the other ranks (gemma4_step_plan.cpp).
+  void send_step(const std::span<const SequenceInput>* batch, const KvCache* cache);
+  void run_forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
   ModelWeights weights_;
   std::shared_ptr<ThreadPool> pool_;
   Gemma4ModelOptions options_;
   std::shared_ptr<Communicator> communicator_;
   std::unique_ptr<Scratch> scratch_;
   std::atomic<uint64_t> matmul_calls_{0};
+  std::vector<uint8_t> plan_bytes_;  // the step plan sent or received, reused
 };
 
 }  // namespace gemmaserve

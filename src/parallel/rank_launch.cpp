@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -45,18 +46,31 @@ void set_mpirun_environment() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
 }
 
-void exec_under_mpirun(int ranks, const std::vector<std::string>& args) {
+void exec_self_under_mpirun(int ranks) {
   set_mpirun_environment();
-  std::vector<std::string> argv = mpirun_argv(ranks, "/proc/self/exe", args);
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  if (!args.empty()) args.erase(args.begin());  // the program itself
+  // The resolved path: mpirun's children would read /proc/self/exe as their own binary.
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
+  std::vector<std::string> argv =
+      mpirun_argv(ranks, std::string(self, static_cast<size_t>(len)), args);
   std::vector<char*> cargv = c_argv(argv);
   execvp(cargv[0], cargv.data());
   throw std::runtime_error(std::string("cannot start mpirun for the ranks: ") +
                            std::strerror(errno) + " (install openmpi-bin)");
 }
 
-int run_under_mpirun(int ranks, const std::string& program, const std::vector<std::string>& args) {
+int run_under_mpirun(int ranks, const std::string& program, const std::vector<std::string>& args,
+                     int timeout_seconds) {
   set_mpirun_environment();
   std::vector<std::string> argv = mpirun_argv(ranks, program, args);
+  if (timeout_seconds > 0) {
+    argv.insert(argv.begin() + 1, {"--timeout", std::to_string(timeout_seconds)});
+  }
   std::vector<char*> cargv = c_argv(argv);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
@@ -96,5 +110,17 @@ bool restrict_to_rank_cpus() {
   if (sched_setaffinity(0, sizeof(mine), &mine) != 0) return false;
   return true;
 }
+
+int allowed_cpu_count() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return static_cast<int>(std::thread::hardware_concurrency());
+  }
+  return CPU_COUNT(&allowed);
+}
+
+int mpirun_rank() { return env_int("OMPI_COMM_WORLD_RANK", 0); }
+int mpirun_size() { return env_int("OMPI_COMM_WORLD_SIZE", 1); }
 
 }  // namespace gemmaserve

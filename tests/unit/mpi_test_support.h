@@ -24,7 +24,8 @@ inline int run_current_test_as_ranks(int ranks) {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return -1;
   self[n] = '\0';
-  return run_under_mpirun(ranks, self, {filter});
+  // A rank stuck in a collective fails the test in a minute instead of CTest's 15.
+  return run_under_mpirun(ranks, self, {filter}, 60);
 }
 
 }  // namespace gemmaserve::testing
