@@ -20,6 +20,7 @@
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -458,6 +459,10 @@ EngineStats Engine::stats() const {
   s.prefix_cache_hits = ss.prefix_cache_hits;
   s.computed_tokens = ss.scheduled_tokens;
   s.preemptions = ss.preemptions;
+  const CommunicatorStats comm = model_->communication_stats();
+  s.tp_collectives = comm.calls;
+  s.tp_bytes_sent = comm.bytes_sent;
+  s.tp_seconds = comm.seconds;
   return s;
 }
 

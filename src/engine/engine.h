@@ -88,6 +88,10 @@ struct EngineStats {
   uint64_t requests_finished_stop = 0;  // vllm:request_success{finished_reason=...}
   uint64_t requests_finished_length = 0;
   uint64_t requests_aborted = 0;
+  // Tensor parallelism: this rank's collectives (all-reduces, logit gathers, step plans).
+  uint64_t tp_collectives = 0;
+  uint64_t tp_bytes_sent = 0;
+  double tp_seconds = 0;
 };
 
 class Engine {

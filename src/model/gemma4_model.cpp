@@ -122,6 +122,10 @@ void Gemma4Model::run_forward(std::span<const SequenceInput> batch, KvCache& cac
   runner.run(batch, cache, out);
 }
 
+CommunicatorStats Gemma4Model::communication_stats() const {
+  return communicator_ ? communicator_->stats() : CommunicatorStats{};
+}
+
 void Gemma4Model::encode_image(const ImagePatches& image, std::vector<float>* out) {
   if (!scratch_->vision) throw InputError("this model has no vision encoder (no vision_config)");
   scratch_->vision->encode(image, out);

@@ -19,6 +19,7 @@
 namespace gemmaserve {
 
 class Communicator;
+struct CommunicatorStats;
 
 // Which rows of logits a sequence wants from this step.
 enum class LogitsWanted { kNone, kLast, kAll };
@@ -122,6 +123,9 @@ class Gemma4Model {
   // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
   // no vision tower or the image is malformed. Runs on the model's pool, so not during forward().
   void encode_image(const ImagePatches& image, std::vector<float>* out);
+
+  // What this rank's collectives sent so far (zeros without tensor parallelism).
+  CommunicatorStats communication_stats() const;
 
   // Number of weight-matrix applications so far (one per matrix per step; tests count it).
   uint64_t matmul_calls() const { return matmul_calls_.load(); }

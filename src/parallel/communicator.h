@@ -4,6 +4,7 @@
 // and MPI (mpi_communicator.cpp); a device backend can slot in behind the same interface.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,11 +42,22 @@ class Communicator {
   virtual void broadcast(std::vector<uint8_t>& bytes, int root) = 0;
   virtual void barrier() = 0;
 
-  const CommunicatorStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
+  // A snapshot; safe to take from any thread while collectives run on another.
+  CommunicatorStats stats() const {
+    return {calls_.load(std::memory_order_relaxed), bytes_sent_.load(std::memory_order_relaxed),
+            static_cast<double>(nanoseconds_.load(std::memory_order_relaxed)) * 1e-9};
+  }
 
  protected:
-  CommunicatorStats stats_;
+  // Counts one collective that sent `bytes` from this rank and took `seconds`.
+  void count(uint64_t bytes, double seconds) {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    nanoseconds_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> calls_{0}, bytes_sent_{0}, nanoseconds_{0};
 };
 
 // The size-1 communicator: every collective is a copy or nothing.

@@ -78,7 +78,7 @@ class MpiCommunicator final : public Communicator {
   // Reduce-scatter then all-gather: rank r receives chunk r of every rank's data, sums the
   // parts in rank order, and the summed chunks are gathered back to everyone.
   void all_reduce_sum(std::span<float> data) override {
-    const Timer timer(stats_);
+    Timer timer(*this);
     const int n = as_count(static_cast<int64_t>(data.size()));
     const int N = size_;
     chunk_counts_.resize(static_cast<size_t>(N));
@@ -106,51 +106,51 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data.data(), chunk_counts_.data(),
                          chunk_offsets_.data(), MPI_FLOAT, comm_),
           "MPI_Allgatherv");
-    stats_.bytes_sent += 2 * static_cast<uint64_t>(n - mine) * sizeof(float);
+    timer.bytes = 2 * static_cast<uint64_t>(n - mine) * sizeof(float);
   }
 
   void all_gather(std::span<const float> mine, std::span<const int64_t> counts,
                   float* out) override {
-    const Timer timer(stats_);
+    Timer timer(*this);
     set_counts(mine, counts);
     check(MPI_Allgatherv(mine.data(), as_count(static_cast<int64_t>(mine.size())), MPI_FLOAT, out,
                          chunk_counts_.data(), chunk_offsets_.data(), MPI_FLOAT, comm_),
           "MPI_Allgatherv");
-    stats_.bytes_sent += static_cast<uint64_t>(size_ - 1) * mine.size_bytes();
+    timer.bytes = static_cast<uint64_t>(size_ - 1) * mine.size_bytes();
   }
 
   void gather(std::span<const float> mine, std::span<const int64_t> counts, float* out,
               int root) override {
-    const Timer timer(stats_);
+    Timer timer(*this);
     set_counts(mine, counts);
     check(MPI_Gatherv(mine.data(), as_count(static_cast<int64_t>(mine.size())), MPI_FLOAT, out,
                       chunk_counts_.data(), chunk_offsets_.data(), MPI_FLOAT, root, comm_),
           "MPI_Gatherv");
-    if (rank_ != root) stats_.bytes_sent += mine.size_bytes();
+    if (rank_ != root) timer.bytes = mine.size_bytes();
   }
 
   void broadcast(std::vector<uint8_t>& bytes, int root) override {
-    const Timer timer(stats_);
+    Timer timer(*this);
     uint64_t n = bytes.size();
     check(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm_), "MPI_Bcast");
     bytes.resize(static_cast<size_t>(n));
     check(MPI_Bcast(bytes.data(), as_count(static_cast<int64_t>(n)), MPI_BYTE, root, comm_),
           "MPI_Bcast");
-    if (rank_ == root) stats_.bytes_sent += static_cast<uint64_t>(size_ - 1) * n;
+    if (rank_ == root) timer.bytes = static_cast<uint64_t>(size_ - 1) * n;
   }
 
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
  private:
-  // Adds one call's wall time to the stats.
+  // Counts one call (its wall time and the bytes set) when it ends.
   struct Timer {
-    explicit Timer(CommunicatorStats& s) : stats(s) {}
+    explicit Timer(MpiCommunicator& c) : comm(c) {}
     ~Timer() {
-      stats.seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      ++stats.calls;
+      comm.count(bytes,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    CommunicatorStats& stats;
+    MpiCommunicator& comm;
+    uint64_t bytes = 0;  // sent by this rank
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
 

@@ -90,7 +90,12 @@ TEST(Communicator, MpiTwoRanks) {
   ASSERT_EQ("mpi", comm->backend_name());
   ASSERT_EQ(2, comm->size());
   check_collectives(*comm);
-  EXPECT_GT(comm->stats().bytes_sent, 0u);
+  // An all-reduce of n floats sends the other rank's half twice (reduce-scatter, all-gather).
+  const CommunicatorStats before = comm->stats();
+  std::vector<float> data(1000, 1.0f);
+  comm->all_reduce_sum(data);
+  EXPECT_EQ(before.calls + 1, comm->stats().calls);
+  EXPECT_EQ(before.bytes_sent + 2 * 500 * sizeof(float), comm->stats().bytes_sent);
 }
 
 TEST(Communicator, MpiFourRanksOversubscribed) {
