@@ -54,6 +54,9 @@ struct EngineArgs {
   // command to run under `mpirun -n N` already. Rank 0 runs the engine, the others the model.
   int tensor_parallel_size = 1;
   std::string distributed_executor_backend = "mp";
+  // MoE: whole experts per rank (num_experts / tensor_parallel_size each) instead of a slice of
+  // every expert; attention and the dense MLP stay tensor parallel.
+  bool enable_expert_parallel = false;
 };
 
 // A prompt is text or token ids.

@@ -63,6 +63,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
+  p.flag("--enable-expert-parallel");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -106,6 +107,7 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   }
   a.distributed_executor_backend =
       p.get("--distributed-executor-backend").value_or(a.distributed_executor_backend);
+  a.enable_expert_parallel = p.get_flag("--enable-expert-parallel", a.enable_expert_parallel);
   return a;
 }
 
@@ -133,7 +135,8 @@ const char* engine_flags_usage() {
          "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n"
          "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
          "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"
-         "                                    via mpirun; mpi: already under mpirun -n N\n";
+         "                                    via mpirun; mpi: already under mpirun -n N\n"
+         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n";
 }
 
 }  // namespace gemmaserve

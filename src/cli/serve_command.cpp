@@ -44,7 +44,7 @@ constexpr const char* kUsage =
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
     "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-expert-parallel, --enable-chunked-prefill, --async-scheduling,\n"
+    "  --dtype, --enable-chunked-prefill, --async-scheduling,\n"
     "  --mm-processor-cache-gb, --mm-processor-kwargs, --kv-cache-dtype, --quantization/-q, ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
@@ -69,7 +69,6 @@ const std::vector<std::string>& ignored_value_flags() {
 const std::vector<std::string>& ignored_bool_flags() {
   static const std::vector<std::string> flags = {"--enforce-eager",
                                                  "--trust-remote-code",
-                                                 "--enable-expert-parallel",
                                                  "--enable-chunked-prefill",
                                                  "--async-scheduling",
                                                  "--disable-log-stats",

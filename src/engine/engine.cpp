@@ -158,6 +158,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (communicator) {
     load_options.tensor_parallel_rank = communicator->rank();
     load_options.tensor_parallel_size = communicator->size();
+    load_options.expert_parallel = args_.enable_expert_parallel;
   }
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {

@@ -38,6 +38,7 @@ void run_tensor_parallel_follower(EngineArgs args) {
   WeightLoadOptions load;
   load.tensor_parallel_rank = comm->rank();
   load.tensor_parallel_size = comm->size();
+  load.expert_parallel = args.enable_expert_parallel;
   if (!args.quantization.empty()) {
     load.quantization = cpu::parse_quantization_type(args.quantization, "--quantization");
     load.pool = pool.get();

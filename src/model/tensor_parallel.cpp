@@ -76,7 +76,7 @@ int64_t split_size(int64_t total, int size, const std::string& what) {
 
 }  // namespace
 
-void shard_for_tensor_parallel(ModelWeights& w, int rank, int size) {
+void shard_for_tensor_parallel(ModelWeights& w, int rank, int size, bool expert_parallel) {
   TextConfig& c = w.config.text;
   TensorParallelShard& s = w.tensor_parallel;
   s.rank = rank;
@@ -130,7 +130,14 @@ void shard_for_tensor_parallel(ModelWeights& w, int rank, int size) {
     keep_rows(lw.up_proj, rank * I, I);
     keep_columns(w, lw.down_proj, rank * I, I);
     spec.intermediate_size = static_cast<int>(I);
-    if (c.enable_moe_block) {
+    if (c.enable_moe_block && expert_parallel) {
+      const int64_t part = split_size(c.num_experts, size, "num_experts");
+      const int64_t Ie = c.moe_intermediate_size;
+      keep_rows(lw.experts_gate_up, rank * part * 2 * Ie, part * 2 * Ie);
+      keep_rows(lw.experts_down, rank * part * c.hidden_size, part * c.hidden_size);
+      s.expert_begin = static_cast<int>(rank * part);
+      s.expert_end = static_cast<int>((rank + 1) * part);
+    } else if (c.enable_moe_block) {
       const int64_t Ie = c.moe_intermediate_size;
       const int64_t part = split_size(Ie, size, "moe_intermediate_size");
       keep_expert_gate_up(w, lw.experts_gate_up, c.num_experts, Ie, rank * part, part);
@@ -139,7 +146,7 @@ void shard_for_tensor_parallel(ModelWeights& w, int rank, int size) {
   }
   c.num_attention_heads = static_cast<int>(heads);
   c.intermediate_size /= size;
-  if (c.enable_moe_block) c.moe_intermediate_size /= size;
+  if (c.enable_moe_block && !expert_parallel) c.moe_intermediate_size /= size;
   if (!c.layers.empty()) {
     c.num_key_value_heads = c.layers.front().num_kv_heads;
     for (const LayerSpec& spec : c.layers) {

@@ -24,6 +24,10 @@ struct TensorParallelShard {
   // vocab_counts[r] for every rank r (logits are gathered with these counts).
   int64_t vocab_begin = 0;
   std::vector<int64_t> vocab_counts;
+  // MoE experts [expert_begin, expert_end) held whole (expert parallelism), or every expert
+  // with a slice of its intermediate dim (expert_end = -1: all of them).
+  int expert_begin = 0;
+  int expert_end = -1;
 };
 
 // Replaces `w`'s matrices by this rank's slices (row slices stay views of the mapped file,
@@ -31,7 +35,9 @@ struct TensorParallelShard {
 // intermediate sizes by the rank's (vocab_size stays the model's). InputError when the heads do
 // not divide: num_attention_heads % size, and KV heads % size or size % KV heads, per layer.
 // Call before quantizing (slices are quantized, not the whole) and before regrouping.
-void shard_for_tensor_parallel(ModelWeights& w, int rank, int size);
+// With `expert_parallel` each rank holds num_experts / size whole experts instead (vLLM's
+// --enable-expert-parallel); attention and the dense MLP stay split as above.
+void shard_for_tensor_parallel(ModelWeights& w, int rank, int size, bool expert_parallel = false);
 
 // The text decoder's matrices this rank multiplies or looks up (present ones only).
 std::vector<const WeightMatrix*> held_matrices(const ModelWeights& w);

@@ -408,7 +408,8 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   }
   if (stored) w.quantization = stored->type;
   if (options.tensor_parallel_size > 1) {
-    shard_for_tensor_parallel(w, options.tensor_parallel_rank, options.tensor_parallel_size);
+    shard_for_tensor_parallel(w, options.tensor_parallel_rank, options.tensor_parallel_size,
+                              options.expert_parallel);
   }
   if (options.quantization && !stored) {
     // Quantizing reads every float matrix; the rest is small, so no separate prefault.

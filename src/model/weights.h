@@ -118,6 +118,7 @@ struct WeightLoadOptions {
   // what is quantized and read from the file.
   int tensor_parallel_rank = 0;
   int tensor_parallel_size = 1;
+  bool expert_parallel = false;  // whole MoE experts per rank instead of slices of each
 };
 // Also reads gemmaserve-quantized checkpoints (config.json quantization_config: U8 tensors of
 // shape [rows..., row_bytes]).

@@ -2,7 +2,8 @@
 // than this machine's CPUs, on the small ones) gives the same greedy tokens as the whole model
 // and logits within 1e-4, in prefill, token-by-token decode and batched decode; 4 ranks give
 // the same bits from run to run; and each rank holds its share of the weights and KV cache.
-// Rank 0 steps the model; the other ranks follow() its steps, as under the engine.
+// Rank 0 steps the model; the other ranks follow() its steps, as under the engine. Expert
+// parallelism (whole experts per rank) likewise on the MoE fixtures.
 #include "model/tensor_parallel.h"
 
 #include <gtest/gtest.h>
@@ -31,10 +32,12 @@ std::filesystem::path ref_path(const std::string& name) {
 }
 
 std::unique_ptr<Gemma4Model> load_shard(const std::filesystem::path& dir,
-                                        std::shared_ptr<Communicator> comm) {
+                                        std::shared_ptr<Communicator> comm,
+                                        bool expert_parallel = false) {
   WeightLoadOptions opt;
   opt.tensor_parallel_rank = comm->rank();
   opt.tensor_parallel_size = comm->size();
+  opt.expert_parallel = expert_parallel;
   return std::make_unique<Gemma4Model>(load_model_weights(dir, nullptr, opt),
                                        std::make_shared<ThreadPool>(1), Gemma4ModelOptions{},
                                        std::move(comm));
@@ -42,9 +45,10 @@ std::unique_ptr<Gemma4Model> load_shard(const std::filesystem::path& dir,
 
 // On a rank other than 0: loads its slice and runs rank 0's steps until rank 0's model goes;
 // returns false there. On rank 0 returns true.
-bool leads(const std::filesystem::path& dir, const std::shared_ptr<Communicator>& comm) {
+bool leads(const std::filesystem::path& dir, const std::shared_ptr<Communicator>& comm,
+           bool expert_parallel = false) {
   if (comm->rank() == 0) return true;
-  load_shard(dir, comm)->follow();
+  load_shard(dir, comm, expert_parallel)->follow();
   return false;
 }
 
@@ -52,9 +56,10 @@ bool leads(const std::filesystem::path& dir, const std::shared_ptr<Communicator>
 // with the same batches.
 class SplitAndWhole {
  public:
-  SplitAndWhole(const std::filesystem::path& dir, std::shared_ptr<Communicator> comm)
+  SplitAndWhole(const std::filesystem::path& dir, std::shared_ptr<Communicator> comm,
+                bool expert_parallel)
       : comm_(comm),
-        split_(load_shard(dir, comm)),
+        split_(load_shard(dir, comm, expert_parallel)),
         split_runner_(*split_, kBlockSize, kMaxTokens),
         whole_(load_model(dir, 1)),
         whole_runner_(std::make_unique<PagedRunner>(*whole_, kBlockSize, kMaxTokens)) {}
@@ -107,10 +112,11 @@ class SplitAndWhole {
 
 // Prefill of every case (all positions), greedy decode of the first case token by token, and
 // a batched decode of all cases together.
-void check_split_matches_whole(const std::string& name, const std::filesystem::path& dir) {
+void check_split_matches_whole(const std::string& name, const std::filesystem::path& dir,
+                               bool expert_parallel = false) {
   std::shared_ptr<Communicator> comm = make_communicator("mpi");
-  if (!leads(dir, comm)) return;
-  SplitAndWhole m(dir, comm);
+  if (!leads(dir, comm, expert_parallel)) return;
+  SplitAndWhole m(dir, comm, expert_parallel);
   const RefFile ref = load_ref(ref_path(name));
   std::vector<int> ids;
   std::vector<int32_t> next;
@@ -176,6 +182,45 @@ TEST(TensorParallel, MoeShapeTwoRanks) {
   GS_REQUIRE_SHARED(shared);
   GS_RUN_AS_MPI_RANKS(2);
   check_split_matches_whole("moe-shape", shared / "fixtures/gemma4-tiny/models/moe-shape");
+}
+
+TEST(TensorParallel, MoeExpertParallelTwoRanks) {
+  GS_RUN_AS_MPI_RANKS(2);
+  check_split_matches_whole("moe", golden_dir() / "models" / "moe", true);
+}
+
+TEST(TensorParallel, MoeShapeExpertParallelTwoRanks) {
+  GS_REQUIRE_SHARED(shared);
+  GS_RUN_AS_MPI_RANKS(2);
+  check_split_matches_whole("moe-shape", shared / "fixtures/gemma4-tiny/models/moe-shape", true);
+}
+
+// Expert parallelism: the ranks hold disjoint halves of the experts, each whole.
+TEST(TensorParallel, ExpertParallelRanksHoldDisjointExperts) {
+  const std::filesystem::path dir = golden_dir() / "models" / "moe";
+  const ModelWeights whole = load_model_weights(dir);
+  const int E = whole.config.text.num_experts;
+  const LayerWeights& w0 = whole.layers.front();
+  for (int rank = 0; rank < 2; ++rank) {
+    WeightLoadOptions opt;
+    opt.tensor_parallel_rank = rank;
+    opt.tensor_parallel_size = 2;
+    opt.expert_parallel = true;
+    const ModelWeights part = load_model_weights(dir, nullptr, opt);
+    const TensorParallelShard& tp = part.tensor_parallel;
+    EXPECT_EQ(rank * E / 2, tp.expert_begin);
+    EXPECT_EQ((rank + 1) * E / 2, tp.expert_end);
+    EXPECT_EQ(whole.config.text.moe_intermediate_size, part.config.text.moe_intermediate_size);
+    const LayerWeights& l0 = part.layers.front();
+    EXPECT_EQ(w0.experts_gate_up.rows / 2, l0.experts_gate_up.rows);
+    EXPECT_EQ(w0.experts_down.rows / 2, l0.experts_down.rows);
+    // The rank's first expert is expert expert_begin of the checkpoint, byte for byte.
+    const size_t row = dtype_row_bytes(w0.experts_gate_up.dtype, w0.experts_gate_up.cols);
+    const size_t expert_bytes = row * static_cast<size_t>(w0.experts_gate_up.rows / E);
+    EXPECT_EQ(0, std::memcmp(static_cast<const std::byte*>(w0.experts_gate_up.data) +
+                                 static_cast<size_t>(tp.expert_begin) * expert_bytes,
+                             l0.experts_gate_up.data, expert_bytes));
+  }
 }
 
 TEST(TensorParallel, DenseFourRanks) {
