@@ -58,6 +58,14 @@ struct EngineArgs {
   nlohmann::json mm_processor_kwargs;
   // Encoded-image cache (soft tokens by content hash, least recently used out); 0 disables.
   double mm_processor_cache_gb = 4;
+  // Ranks the model is split over (Megatron tensor parallelism, docs/ARCHITECTURE.md). "mp"
+  // starts them on this host by re-executing the command under mpirun; "mpi" expects the
+  // command to run under `mpirun -n N` already. Rank 0 runs the engine, the others the model.
+  int tensor_parallel_size = 1;
+  std::string distributed_executor_backend = "mp";
+  // MoE: whole experts per rank (num_experts / tensor_parallel_size each) instead of a slice of
+  // every expert; attention and the dense MLP stay tensor parallel.
+  bool enable_expert_parallel = false;
 };
 
 // A prompt is text or token ids, with one image per bare <|image|> token (vLLM's

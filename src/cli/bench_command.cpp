@@ -17,6 +17,7 @@
 #include "cli/bench_tokenizer_load.h"
 #include "cli/engine_flags.h"
 #include "cli/quality_command.h"
+#include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
@@ -131,6 +132,28 @@ int run_throughput(const ArgParser& p, const EngineArgs& ea) {
   return 0;
 }
 
+// Rank 0's tensor-parallel traffic over decode steps, summed over the timed runs.
+struct TensorParallelTraffic {
+  double bytes = 0, calls = 0, seconds = 0;
+  int64_t steps = 0;
+  // s0 -> s1: a prefill-only run; s1 -> s2: the same-size run with `decode_steps` more steps.
+  void add(const EngineStats& s0, const EngineStats& s1, const EngineStats& s2, int decode_steps) {
+    const auto twice_minus = [](double a, double b, double c) { return (c - b) - (b - a); };
+    bytes +=
+        twice_minus(static_cast<double>(s0.tp_bytes_sent), static_cast<double>(s1.tp_bytes_sent),
+                    static_cast<double>(s2.tp_bytes_sent));
+    calls +=
+        twice_minus(static_cast<double>(s0.tp_collectives), static_cast<double>(s1.tp_collectives),
+                    static_cast<double>(s2.tp_collectives));
+    seconds += twice_minus(s0.tp_seconds, s1.tp_seconds, s2.tp_seconds);
+    steps += decode_steps;
+  }
+  double per_step(double x) const { return steps > 0 ? x / static_cast<double>(steps) : 0.0; }
+  double bytes_per_step() const { return per_step(bytes); }
+  double calls_per_step() const { return per_step(calls); }
+  double seconds_per_step() const { return per_step(seconds); }
+};
+
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int input_len = p.get_positive_int("--input-len", 32);
   const int output_len = p.get_positive_int("--output-len", 128);
@@ -164,15 +187,21 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   }
   std::vector<double> latencies, prefill_times, decode_times;
   std::vector<double> bandwidths{probe.measure(3)};
+  // Tensor parallelism: what rank 0's collectives sent over the decode steps (a full run's
+  // minus its prefill-only twin's).
+  TensorParallelTraffic decode_traffic;
   for (int i = 0; i < num_iters; ++i) {
     const std::vector<Prompt> first = random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    const EngineStats s0 = llm.engine().stats();
     Clock::time_point start = Clock::now();
     llm.generate(first, prefill_only);
     const double prefill = seconds_since(start);
     const std::vector<Prompt> prompts =
         random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    const EngineStats s1 = llm.engine().stats();
     start = Clock::now();
     llm.generate(prompts, sp);
+    decode_traffic.add(s0, s1, llm.engine().stats(), output_len - 1);
     latencies.push_back(seconds_since(start));
     prefill_times.push_back(prefill);
     decode_times.push_back(std::max(latencies.back() - prefill, 1e-9));
@@ -229,8 +258,19 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
       pp_flops / 1e9, pp_flops_per_s / 1e9, share(peak.f32_fma_flops), peak.f32_fma_flops / 1e9,
       share(peak.bf16_dot_flops), peak.bf16_dot_flops / 1e9, share(peak.int8_dot_ops),
       peak.int8_dot_ops / 1e9);
+  if (ea.tensor_parallel_size > 1) {
+    std::printf(
+        "Tensor parallel: %d ranks; rank 0 sent %.1f KiB in %.1f collectives per decode step "
+        "and spent %.3f ms in them (waiting for the other ranks included)\n",
+        ea.tensor_parallel_size, decode_traffic.bytes_per_step() / 1024.0,
+        decode_traffic.calls_per_step(), decode_traffic.seconds_per_step() * 1e3);
+  }
   std::fflush(stdout);
-  emit_json(p, {{"avg_latency", avg},
+  emit_json(p, {{"tensor_parallel_size", ea.tensor_parallel_size},
+                {"tp_bytes_per_decode_step", decode_traffic.bytes_per_step()},
+                {"tp_collectives_per_decode_step", decode_traffic.calls_per_step()},
+                {"tp_seconds_per_decode_step", decode_traffic.seconds_per_step()},
+                {"avg_latency", avg},
                 {"latencies", latencies},
                 {"percentiles", pct},
                 {"output_tokens_per_second", output_tps},
@@ -291,6 +331,7 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (!p.positionals().empty()) model = p.positionals()[0];
   if (model.empty()) throw InputError("bench " + mode + " needs MODEL\n" + std::string(kUsage));
   EngineArgs ea = engine_args_from_flags(p, model);
+  if (run_as_tensor_parallel_follower(ea)) return 0;
   ea.show_progress = false;
   return mode == "throughput" ? run_throughput(p, ea) : run_latency(p, ea);
 }

@@ -64,6 +64,8 @@ void add_engine_flags(ArgParser& p) {
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
+  p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
+  p.flag("--enable-expert-parallel");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -118,6 +120,14 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
                        *p.get("--mm-processor-cache-gb"));
     }
   }
+  a.tensor_parallel_size = int_flag(p, "--tensor-parallel-size", a.tensor_parallel_size);
+  if (a.tensor_parallel_size < 1) {
+    throw InputError("--tensor-parallel-size must be at least 1, got " +
+                     std::to_string(a.tensor_parallel_size));
+  }
+  a.distributed_executor_backend =
+      p.get("--distributed-executor-backend").value_or(a.distributed_executor_backend);
+  a.enable_expert_parallel = p.get_flag("--enable-expert-parallel", a.enable_expert_parallel);
   return a;
 }
 
@@ -148,7 +158,12 @@ const char* engine_flags_usage() {
          "  --mm-processor-kwargs JSON        image budget, '{\"max_soft_tokens\": 280}' (70, "
          "140,\n"
          "                                    280, 560 or 1120; requests may override)\n"
-         "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n";
+         "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n"
+
+         "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
+         "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"
+         "                                    via mpirun; mpi: already under mpirun -n N\n"
+         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n";
 }
 
 }  // namespace gemmaserve

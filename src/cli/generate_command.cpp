@@ -10,6 +10,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/engine_flags.h"
+#include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -121,6 +122,7 @@ int run_generate_command(const std::vector<std::string>& args) {
   }
   // Flags are checked before the (possibly slow) load so mistakes fail fast.
   const EngineArgs ea = engine_args_from_flags(p, p.positionals()[0]);
+  if (run_as_tensor_parallel_follower(ea)) return 0;
   std::vector<Prompt> prompts;
   for (const auto& t : p.all("--prompt")) prompts.push_back(Prompt::from_text(t));
   for (const auto& s : p.all("--prompt-ids")) {

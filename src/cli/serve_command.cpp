@@ -10,6 +10,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/engine_flags.h"
+#include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -52,15 +53,14 @@ constexpr const char* kUsage =
     "  --disable-media-url-fetch          no network fetches at all: http(s) image URLs get a\n"
     "                                     400; data: and allowed file:// URLs still work\n"
     "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
-    "accepted for compatibility, logged and ignored on CPU: --tensor-parallel-size/-tp,\n"
+    "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-expert-parallel, --enable-chunked-prefill, --async-scheduling,\n"
-    "  --kv-cache-dtype, --quantization/-q, ...\n";
+    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, --quantization/-q,\n"
+    "  ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
 const std::vector<std::string>& ignored_value_flags() {
-  static const std::vector<std::string> flags = {"--tensor-parallel-size",
-                                                 "--pipeline-parallel-size",
+  static const std::vector<std::string> flags = {"--pipeline-parallel-size",
                                                  "--compilation-config",
                                                  "--dtype",
                                                  "--kv-cache-dtype",
@@ -69,7 +69,6 @@ const std::vector<std::string>& ignored_value_flags() {
                                                  "--swap-space",
                                                  "--speculative-config",
                                                  "--allowed-origins",
-                                                 "--distributed-executor-backend",
                                                  "--load-format",
                                                  "--task",
                                                  "--max-num-partial-prefills",
@@ -79,7 +78,6 @@ const std::vector<std::string>& ignored_value_flags() {
 const std::vector<std::string>& ignored_bool_flags() {
   static const std::vector<std::string> flags = {"--enforce-eager",
                                                  "--trust-remote-code",
-                                                 "--enable-expert-parallel",
                                                  "--enable-chunked-prefill",
                                                  "--async-scheduling",
                                                  "--disable-log-stats",
@@ -249,6 +247,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.max_connections = p.get_int("--max-connections", opt.max_connections);
   opt.media = media_options(p);
   const EngineArgs ea = engine_args_from_flags(p, model);
+  if (run_as_tensor_parallel_follower(ea)) return 0;
   opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
   if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");
 

@@ -15,12 +15,14 @@
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
 #include "engine/structured/compiled_grammar.h"
+#include "engine/tensor_parallel_ranks.h"
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_image_processor.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -186,11 +188,17 @@ Engine::Engine(const EngineArgs& args)
   }
   default_max_soft_tokens_ =
       parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs").value_or(280);
-  const bool pin = bind != "none";
+  bool pin = bind != "none";
+  std::shared_ptr<Communicator> communicator = join_tensor_parallel_ranks(args_, &pin);
   pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;
   WeightLoadOptions load_options;
+  if (communicator) {
+    load_options.tensor_parallel_rank = communicator->rank();
+    load_options.tensor_parallel_size = communicator->size();
+    load_options.expert_parallel = args_.enable_expert_parallel;
+  }
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {
     load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");
@@ -276,7 +284,7 @@ Engine::Engine(const EngineArgs& args)
   model_options.matmul_precision =
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
-  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options);
+  model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -559,6 +567,10 @@ EngineStats Engine::stats() const {
   s.prefix_cache_hits = ss.prefix_cache_hits;
   s.computed_tokens = ss.scheduled_tokens;
   s.preemptions = ss.preemptions;
+  const CommunicatorStats comm = model_->communication_stats();
+  s.tp_collectives = comm.calls;
+  s.tp_bytes_sent = comm.bytes_sent;
+  s.tp_seconds = comm.seconds;
   return s;
 }
 

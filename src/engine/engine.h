@@ -103,6 +103,10 @@ struct EngineStats {
   uint64_t mm_cache_hits = 0;     // found there (vllm:mm_cache_hits)
   uint64_t images_encoded = 0;    // vision tower runs
   double encoder_seconds = 0;     // their wall time
+  // Tensor parallelism: this rank's collectives (all-reduces, logit gathers, step plans).
+  uint64_t tp_collectives = 0;
+  uint64_t tp_bytes_sent = 0;
+  double tp_seconds = 0;
 };
 
 class Engine {

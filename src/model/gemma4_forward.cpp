@@ -292,18 +292,26 @@ void Gemma4Forward::embed(std::span<const SequenceInput> batch) {
   ws_.x.resize(static_cast<size_t>(T * H));
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
   const size_t row_bytes = dtype_row_bytes(w_.embed_tokens.dtype, H);
+  // Under tensor parallelism a rank holds the vocabulary rows [v0, v1): the others' rows are
+  // zero here and the all-reduce adds exactly the one rank's row.
+  const int64_t v0 = w_.tensor_parallel.vocab_begin, v1 = v0 + w_.embed_tokens.rows;
   for (int64_t t = 0; t < T; ++t) {
     float* xr = &ws_.x[static_cast<size_t>(t * H)];
+    const int64_t id = ws_.tokens[t];
+    if (id < v0 || id >= v1) {
+      std::fill(xr, xr + H, 0.0f);
+      continue;
+    }
     if (w_.embed_tokens.layout == WeightLayout::kInterleaved16) {
-      cpu::interleaved_row_to_f32(w_.embed_tokens.dtype, w_.embed_tokens.data, ws_.tokens[t], H,
-                                  xr);
+      cpu::interleaved_row_to_f32(w_.embed_tokens.dtype, w_.embed_tokens.data, id - v0, H, xr);
     } else {
       const auto* src = static_cast<const std::byte*>(w_.embed_tokens.data) +
-                        static_cast<size_t>(ws_.tokens[t]) * row_bytes;
+                        static_cast<size_t>(id - v0) * row_bytes;
       cpu::to_f32(w_.embed_tokens.dtype, src, xr, static_cast<size_t>(H));
     }
     for (int64_t i = 0; i < H; ++i) xr[i] *= scale;
   }
+  all_reduce_rows(ws_.x, T);
   for (const SeqRows& r : ws_.rows) {
     for (const EmbeddingRows& e : batch[static_cast<size_t>(r.seq)].embeddings) {
       const int32_t b = std::max(e.first_pos, r.first_pos);
@@ -433,20 +441,62 @@ void Gemma4Forward::keep_wanted_rows(std::span<const SequenceInput> batch) {
 void Gemma4Forward::logits(ForwardOutput* out) {
   const int64_t R = num_rows();
   const int64_t H = cfg_.hidden_size;
-  const int64_t V = cfg_.vocab_size;
+  // This rank's vocabulary rows (all of them without tensor parallelism).
+  const int64_t V = w_.lm_head.rows;
   out->rows = static_cast<int>(R);
-  out->logits.resize(static_cast<size_t>(R * V));
   if (R == 0) return;
+  float* logits = out->logits.data();
+  if (comm_) {
+    ws_.local_logits.resize(static_cast<size_t>(R * V));
+    logits = ws_.local_logits.data();
+  } else {
+    out->logits.resize(static_cast<size_t>(R * V));
+    logits = out->logits.data();
+  }
   ws_.normed.resize(static_cast<size_t>(R * H));
   cpu::rms_norm_rows(ws_.x.data(), H, w_.final_norm.data(), ws_.normed.data(), H, R, H, plan_.eps);
   // The next step starts with the per-layer-input projection, or with layer 0.
   read_next(cfg_.hidden_size_per_layer_input > 0 ? weight_bytes({&w_.per_layer_model_projection})
                                                  : layer_first_weights(0));
-  linear(w_.lm_head, 0, V, ws_.normed.data(), H, R, out->logits.data(), V);
+  linear(w_.lm_head, 0, V, ws_.normed.data(), H, R, logits, V);
   if (cfg_.final_logit_softcapping && *cfg_.final_logit_softcapping > 0) {
     const float cap = static_cast<float>(*cfg_.final_logit_softcapping);
-    for_elements(R * V,
-                 [&](int64_t b, int64_t e) { cpu::soft_cap(out->logits.data() + b, e - b, cap); });
+    for_elements(R * V, [&](int64_t b, int64_t e) { cpu::soft_cap(logits + b, e - b, cap); });
+  }
+  if (comm_) gather_logits(R, out);
+}
+
+void Gemma4Forward::all_reduce_rows(AlignedVector<float>& buf, int64_t rows) {
+  if (!comm_) return;
+  comm_->all_reduce_sum(std::span<float>(buf.data(), static_cast<size_t>(rows * cfg_.hidden_size)));
+}
+
+void Gemma4Forward::gather_logits(int64_t rows, ForwardOutput* out) {
+  const TensorParallelShard& tp = w_.tensor_parallel;
+  ws_.vocab_floats.resize(tp.vocab_counts.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < tp.vocab_counts.size(); ++r) {
+    ws_.vocab_floats[r] = tp.vocab_counts[r] * rows;
+    total += ws_.vocab_floats[r];
+  }
+  const bool root = comm_->rank() == 0;
+  if (root) ws_.gathered_logits.resize(static_cast<size_t>(total));
+  comm_->gather(
+      std::span<const float>(ws_.local_logits.data(), static_cast<size_t>(w_.lm_head.rows * rows)),
+      ws_.vocab_floats, ws_.gathered_logits.data(), 0);
+  if (!root) return;
+  // Rank r's block is [rows, vocab_counts[r]]: its columns start at the ranks before it.
+  const int64_t V = cfg_.vocab_size;
+  out->logits.resize(static_cast<size_t>(rows * V));
+  const float* src = ws_.gathered_logits.data();
+  int64_t col = 0;
+  for (int64_t count : tp.vocab_counts) {
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(&out->logits[static_cast<size_t>(i * V + col)], src + i * count,
+                  static_cast<size_t>(count) * sizeof(float));
+    }
+    src += rows * count;
+    col += count;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 
 namespace gemmaserve::detail {
 
@@ -62,6 +63,8 @@ struct Gemma4Workspace {
   AlignedVector<float> x, normed, q, k, v, attn, proj;  // residual and attention block
   AlignedVector<float> gate, up, mlp, ffn;              // feed-forward block
   AlignedVector<float> ple, ple_gate;                   // per-layer embeddings
+  AlignedVector<float> local_logits, gathered_logits;   // tensor parallel: this rank's vocab
+  std::vector<int64_t> vocab_floats;                    // tensor parallel: logits per rank
   std::vector<AlignedVector<float>> cos, sin;           // per rope group: [rows, head_dim / 2]
   // MoE routing, the expert work items of a pass and each (row, choice) slot's expert output.
   AlignedVector<float> router_in, router_probs, expert_out, expert_sum;
@@ -81,7 +84,7 @@ class Gemma4Forward {
  public:
   Gemma4Forward(const ModelWeights& weights, const Gemma4Plan& plan, ThreadPool* pool,
                 Gemma4Workspace& ws, std::atomic<uint64_t>& matmul_calls,
-                const Gemma4ModelOptions& options)
+                const Gemma4ModelOptions& options, Communicator* comm)
       : w_(weights),
         cfg_(weights.config.text),
         plan_(plan),
@@ -89,7 +92,8 @@ class Gemma4Forward {
         ws_(ws),
         calls_(matmul_calls),
         precision_(options.matmul_precision),
-        moe_slot_floats_(options.moe_slot_floats) {}
+        moe_slot_floats_(options.moe_slot_floats),
+        comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr) {}
 
   void run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
 
@@ -104,6 +108,10 @@ class Gemma4Forward {
   void compute_rope_tables();
   void keep_wanted_rows(std::span<const SequenceInput> batch);
   void logits(ForwardOutput* out);
+  // Tensor parallel: sums the ranks' partial rows [0, rows) of a [rows, hidden] buffer.
+  void all_reduce_rows(AlignedVector<float>& buf, int64_t rows);
+  // Tensor parallel: this rank's vocabulary slice of `rows` logit rows -> whole rows on rank 0.
+  void gather_logits(int64_t rows, ForwardOutput* out);
   // Y = X W[row_begin, row_begin + rows)ᵀ at the model's precision, or at `precision`.
   void linear(const WeightMatrix& w, int64_t row_begin, int64_t rows, const float* x, size_t ldx,
               int64_t t, float* y, size_t ldy);
@@ -157,6 +165,7 @@ class Gemma4Forward {
   std::atomic<uint64_t>& calls_;
   cpu::MatmulPrecision precision_;  // the model's, for every product of every step
   int64_t moe_slot_floats_;
+  Communicator* comm_;  // nullptr unless the model is split over several ranks
   WeightBytes next_;
 };
 

@@ -130,6 +130,7 @@ void Gemma4Forward::attention_block(int l, std::span<const SequenceInput> batch,
   ws_.proj.resize(static_cast<size_t>(R * H));
   read_next(weight_bytes({&lw.gate_proj, &lw.up_proj}));
   linear(lw.o_proj, 0, H, ws_.attn.data(), qw, R, ws_.proj.data(), H);
+  all_reduce_rows(ws_.proj, R);
   cpu::rms_norm_rows(ws_.proj.data(), H, lw.post_attention_layernorm.data(), ws_.proj.data(), H, R,
                      H, eps);
   add_into(ws_.x.data(), ws_.proj.data(), static_cast<size_t>(R * H));
@@ -161,12 +162,14 @@ void Gemma4Forward::feed_forward_block(int l) {
             : cfg_.hidden_size_per_layer_input > 0 ? weight_bytes({&lw.per_layer_input_gate})
                                                    : layer_first_weights(l + 1));
   linear(lw.down_proj, 0, H, ws_.gate.data(), I, R, ws_.ffn.data(), H);
+  all_reduce_rows(ws_.ffn, R);
 
   if (cfg_.enable_moe_block) {
     // The dense MLP acts as an always-on shared expert with its own post-norm.
     cpu::rms_norm_rows(ws_.ffn.data(), H, lw.post_feedforward_layernorm_1.data(), ws_.ffn.data(), H,
                        R, H, eps);
     moe_block(l, R);
+    all_reduce_rows(ws_.expert_sum, R);
     cpu::rms_norm_rows(ws_.expert_sum.data(), H, lw.post_feedforward_layernorm_2.data(),
                        ws_.expert_sum.data(), H, R, H, eps);
     add_into(ws_.ffn.data(), ws_.expert_sum.data(), static_cast<size_t>(R * H));

@@ -1,12 +1,16 @@
 #include "model/gemma4_model.h"
 
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "kernels/cpu/cpu_features.h"
 #include "model/gemma4_forward.h"
 #include "model/weight_layout.h"
+#include "parallel/communicator.h"
 
 namespace gemmaserve {
 namespace {
@@ -74,11 +78,20 @@ struct Gemma4Model::Scratch {
 };
 
 Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
-                         Gemma4ModelOptions options)
+                         Gemma4ModelOptions options, std::shared_ptr<Communicator> communicator)
     : weights_(std::move(weights)),
       pool_(std::move(pool)),
       options_(options),
+      communicator_(std::move(communicator)),
       scratch_(std::make_unique<Scratch>()) {
+  const TensorParallelShard& tp = weights_.tensor_parallel;
+  const int ranks = communicator_ ? communicator_->size() : 1;
+  const int rank = communicator_ ? communicator_->rank() : 0;
+  if (tp.size != ranks || tp.rank != rank) {
+    throw std::invalid_argument("weights sliced for rank " + std::to_string(tp.rank) + " of " +
+                                std::to_string(tp.size) + " given to rank " + std::to_string(rank) +
+                                " of " + std::to_string(ranks));
+  }
   scratch_->plan = detail::make_gemma4_plan(weights_);
   if (options_.interleave_weights) interleave_weights(weights_, pool_.get());
   if (weights_.config.vision) {
@@ -87,13 +100,30 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
   }
 }
 
-Gemma4Model::~Gemma4Model() = default;
+Gemma4Model::~Gemma4Model() {
+  if (!leads_ranks()) return;
+  try {
+    send_step(nullptr, nullptr);  // the other ranks' follow() returns
+  } catch (const std::exception& e) {
+    GS_LOG_ERROR << "tensor parallel: cannot stop the other ranks: " << e.what();
+  }
+}
 
 void Gemma4Model::forward(std::span<const SequenceInput> batch, KvCache& cache,
                           ForwardOutput* out) {
+  if (leads_ranks()) send_step(&batch, &cache);
+  run_forward(batch, cache, out);
+}
+
+void Gemma4Model::run_forward(std::span<const SequenceInput> batch, KvCache& cache,
+                              ForwardOutput* out) {
   detail::Gemma4Forward runner(weights_, scratch_->plan, pool_.get(), scratch_->ws, matmul_calls_,
-                               options_);
+                               options_, communicator_.get());
   runner.run(batch, cache, out);
+}
+
+CommunicatorStats Gemma4Model::communication_stats() const {
+  return communicator_ ? communicator_->stats() : CommunicatorStats{};
 }
 
 void Gemma4Model::encode_image(const ImagePatches& image, std::vector<float>* out) {

@@ -18,6 +18,9 @@
 
 namespace gemmaserve {
 
+class Communicator;
+struct CommunicatorStats;
+
 // Which rows of logits a sequence wants from this step.
 enum class LogitsWanted { kNone, kLast, kAll };
 
@@ -54,7 +57,8 @@ struct SequenceInput {
 
 struct ForwardOutput {
   // Rows of `vocab_size` soft-capped logits, in batch order: for each sequence, nothing (kNone),
-  // its last token (kLast) or every new token (kAll).
+  // its last token (kLast) or every new token (kAll). Under tensor parallelism only rank 0
+  // receives them (other ranks get `rows` and no logits).
   std::vector<float> logits;
   int rows = 0;
 };
@@ -90,8 +94,12 @@ Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights);
 
 class Gemma4Model {
  public:
+  // `communicator` joins the ranks of a tensor-parallel model (weights sliced for its rank and
+  // size, see model/tensor_parallel.h); nullptr for a whole model. Every rank calls forward()
+  // with the same batch.
   Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
-              Gemma4ModelOptions options = {});
+              Gemma4ModelOptions options = {},
+              std::shared_ptr<Communicator> communicator = nullptr);
   ~Gemma4Model();
 
   const ModelConfig& config() const { return weights_.config; }
@@ -103,23 +111,38 @@ class Gemma4Model {
 
   // One step for a ragged batch: writes the new tokens' K/V into `cache` and returns logits.
   // Every weight matrix is applied once to all the batch's tokens.
+  // Under tensor parallelism rank 0 calls it (with its engine's cache) and first sends the
+  // batch to the other ranks, which run follow().
   void forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
+
+  // Tensor-parallel ranks other than 0: runs every step rank 0's forward() sends, on a KV
+  // cache of the same geometry holding this rank's heads, until rank 0's model is destroyed.
+  void follow();
 
   // Soft-token embeddings of one image for SequenceInput::embeddings: vision_soft_tokens()
   // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
   // no vision tower or the image is malformed. Runs on the model's pool, so not during forward().
   void encode_image(const ImagePatches& image, std::vector<float>* out);
 
+  // What this rank's collectives sent so far (zeros without tensor parallelism).
+  CommunicatorStats communication_stats() const;
+
   // Number of weight-matrix applications so far (one per matrix per step; tests count it).
   uint64_t matmul_calls() const { return matmul_calls_.load(); }
 
  private:
   struct Scratch;
+  bool leads_ranks() const;
+  // Sends one step's plan (nullptr: stop) to the other ranks (gemma4_step_plan.cpp).
+  void send_step(const std::span<const SequenceInput>* batch, const KvCache* cache);
+  void run_forward(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out);
   ModelWeights weights_;
   std::shared_ptr<ThreadPool> pool_;
   Gemma4ModelOptions options_;
+  std::shared_ptr<Communicator> communicator_;
   std::unique_ptr<Scratch> scratch_;
   std::atomic<uint64_t> matmul_calls_{0};
+  std::vector<uint8_t> plan_bytes_;  // the step plan sent or received, reused
 };
 
 }  // namespace gemmaserve

@@ -113,7 +113,13 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
   ws_.moe_items.clear();
   // Items per expert <= its rows / kMoeItemRows + 1: capacity for any routing of n rows.
   ws_.moe_items.reserve(static_cast<size_t>(std::min<int64_t>(n * K, n * K / kMoeItemRows + E)));
-  for (int e = 0; e < E; ++e) {
+  // Expert parallelism: this rank runs its experts only (their slots are consecutive); the
+  // others' contributions arrive in the all-reduce of the expert sum.
+  const int e_begin = w_.tensor_parallel.expert_begin;
+  const int e_end = w_.tensor_parallel.expert_end < 0 ? E : w_.tensor_parallel.expert_end;
+  const int32_t own_first = ws_.expert_offset[static_cast<size_t>(e_begin)];
+  const int32_t own_end = ws_.expert_offset[static_cast<size_t>(e_end)];
+  for (int e = e_begin; e < e_end; ++e) {
     for (int32_t s = ws_.expert_offset[e]; s < ws_.expert_offset[e + 1];
          s += static_cast<int32_t>(kMoeItemRows)) {
       const int32_t count =
@@ -156,6 +162,7 @@ void Gemma4Forward::moe_pass(int l, int64_t r0, int64_t n) {
       std::sort(slots, slots + K);
       float* acc = &ws_.expert_sum[static_cast<size_t>((r0 + r) * H)];
       for (int k = 0; k < K; ++k) {
+        if (slots[k] < own_first || slots[k] >= own_end) continue;
         const float* y = &ws_.expert_out[static_cast<size_t>(slots[k]) * static_cast<size_t>(H)];
         const float wgt = ws_.expert_weights[static_cast<size_t>(slots[k])];
         for (int64_t i = 0; i < H; ++i) acc[i] += y[i] * wgt;
@@ -178,14 +185,15 @@ void Gemma4Forward::moe_item(int l, const MoeItem& item, float* scratch, ThreadP
     std::memcpy(&in[j * H], &ws_.normed[r * static_cast<size_t>(H)],
                 static_cast<size_t>(H) * sizeof(float));
   }
-  cpu::matmul(matmul_args(lw.experts_gate_up, item.expert * 2 * Ie, 2 * Ie, in, H, m, gate_up,
-                          2 * Ie, precision_),
+  // The expert's place among the ones this rank holds (all of them without expert parallelism).
+  const int64_t local = item.expert - w_.tensor_parallel.expert_begin;
+  cpu::matmul(matmul_args(lw.experts_gate_up, local * 2 * Ie, 2 * Ie, in, H, m, gate_up, 2 * Ie,
+                          precision_),
               pool);
   for (int64_t j = 0; j < m; ++j)
     cpu::gelu_tanh_mul(&gate_up[j * 2 * Ie], &gate_up[j * 2 * Ie + Ie], &act[j * Ie], Ie);
   float* out = &ws_.expert_out[static_cast<size_t>(item.first) * static_cast<size_t>(H)];
-  cpu::matmul(matmul_args(lw.experts_down, item.expert * H, H, act, Ie, m, out, H, precision_),
-              pool);
+  cpu::matmul(matmul_args(lw.experts_down, local * H, H, act, Ie, m, out, H, precision_), pool);
   calls_.fetch_add(2, std::memory_order_relaxed);
 }
 

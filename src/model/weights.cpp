@@ -216,16 +216,18 @@ VisionWeights bind_vision(TensorBinder& tower, TensorBinder& embed, const Vision
   return w;
 }
 
-// Touches every page of every tensor so loading shows real progress and later steps do not
-// stall on page faults.
-void prefault(const SafetensorsCheckpoint& ckpt, const LoadProgress& progress) {
-  const size_t total = ckpt.total_bytes();
+// Touches every page of every given range so loading shows real progress and later steps do
+// not stall on page faults.
+void prefault(const std::vector<std::pair<const void*, size_t>>& ranges,
+              const LoadProgress& progress) {
+  size_t total = 0;
+  for (const auto& r : ranges) total += r.second;
   size_t done = 0, last_report = 0;
   volatile unsigned char sink = 0;
-  for (const auto& [name, v] : ckpt.all()) {
-    const auto* p = reinterpret_cast<const unsigned char*>(v->data);
-    for (size_t off = 0; off < v->nbytes; off += 4096) sink = sink + p[off];
-    done += v->nbytes;
+  for (const auto& [data, nbytes] : ranges) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t off = 0; off < nbytes; off += 4096) sink = sink + p[off];
+    done += nbytes;
     if (progress && (done - last_report > (64u << 20) || done == total)) {
       progress(done, total);
       last_report = done;
@@ -405,13 +407,27 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                    << unknown.front() << "'";
   }
   if (stored) w.quantization = stored->type;
+  if (options.tensor_parallel_size > 1) {
+    shard_for_tensor_parallel(w, options.tensor_parallel_rank, options.tensor_parallel_size,
+                              options.expert_parallel);
+  }
   if (options.quantization && !stored) {
     // Quantizing reads every float matrix; the rest is small, so no separate prefault.
     quantize_model_weights(w, *options.quantization, options.pool, options.quantize_progress);
     w.quantization = options.quantization;
     if (progress) progress(ckpt->total_bytes(), ckpt->total_bytes());
   } else {
-    prefault(*ckpt, progress);
+    // A tensor-parallel rank reads only its slices of the file.
+    std::vector<std::pair<const void*, size_t>> ranges;
+    if (options.tensor_parallel_size > 1) {
+      for (const WeightMatrix* m : held_matrices(w)) {
+        ranges.emplace_back(m->data,
+                            static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols));
+      }
+    } else {
+      for (const auto& [name, v] : ckpt->all()) ranges.emplace_back(v->data, v->nbytes);
+    }
+    prefault(ranges, progress);
   }
   return w;
 }

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/tensor_parallel.h"
 
 namespace gemmaserve {
 
@@ -87,6 +88,8 @@ struct ModelWeights {
   std::vector<float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
   VisionWeights vision;
+  // Which slice of the model these weights are (tensor parallelism; size 1 = all of it).
+  TensorParallelShard tensor_parallel;
   // The quantized weight type in use (stored in the checkpoint or applied at load), if any.
   std::optional<DType> quantization;
 
@@ -111,6 +114,11 @@ struct WeightLoadOptions {
   std::optional<DType> quantization;
   ThreadPool* pool = nullptr;      // quantizes in parallel when set
   LoadProgress quantize_progress;  // (source bytes quantized, total)
+  // Keep only this rank's slice of the text decoder (model/tensor_parallel.h); the slices are
+  // what is quantized and read from the file.
+  int tensor_parallel_rank = 0;
+  int tensor_parallel_size = 1;
+  bool expert_parallel = false;  // whole MoE experts per rank instead of slices of each
 };
 // Also reads gemmaserve-quantized checkpoints (config.json quantization_config: U8 tensors of
 // shape [rows..., row_bytes]).

@@ -260,7 +260,7 @@ class ServerErrorsTest : public TinyChatServerTest<ServerErrorsTest> {
         "--served-model-name", "gemma4", "other-name", "--api-key", kKey, "--max-request-size-mb",
         "1", "--max-model-len", "256", "--kv-cache-memory-bytes", "64M",
         // vLLM flags with no meaning on CPU: accepted and logged.
-        "--trust-remote-code", "-tp", "4", "--enforce-eager", "--compilation-config",
+        "--trust-remote-code", "-pp", "4", "--enforce-eager", "--compilation-config",
         R"({"cudagraph_mode": "FULL_DECODE_ONLY"})", "--dtype", "auto", "--enable-auto-tool-choice",
         "--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4"};
   }
@@ -315,7 +315,7 @@ TEST_F(ServerErrorsTest, EveryBadRequestGetsItsErrorAndTheServerStaysHealthy) {
 
 TEST_F(ServerErrorsTest, GpuOnlyFlagsAreAcceptedAndLogged) {
   const std::string log = server_->log_text();
-  EXPECT_NE(log.find("--tensor-parallel-size 4 is accepted for vLLM compatibility and ignored"),
+  EXPECT_NE(log.find("--pipeline-parallel-size 4 is accepted for vLLM compatibility and ignored"),
             std::string::npos)
       << log;
   EXPECT_NE(log.find("--compilation-config"), std::string::npos);
