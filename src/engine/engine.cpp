@@ -108,11 +108,23 @@ struct Engine::Sequence {
 // One image of a request: its pixels (kept to encode it again after a preemption), where its
 // soft tokens go, and its rows while a prompt computation may still need them.
 struct Engine::RequestImage {
+  // Frees a job and counts it out of EngineStats::encodes_in_progress.
+  struct JobRelease {
+    std::shared_ptr<std::atomic<int64_t>> alive;
+    void operator()(VisionEncodeJob* job) const {
+      std::default_delete<VisionEncodeJob>()(job);
+      --*alive;
+    }
+  };
   PromptImage image;
   int max_soft_tokens = 0;  // the effective budget
   std::string hash;         // image_content_hash: the prefix-cache and encoder-cache key
   ImagePlaceholder where;
-  EncodedImage rows;  // engine thread only
+  // Engine thread only: the rows while a prompt computation may still need them, else the
+  // encode in progress; looked_up: the encoder cache missed since rows were last dropped.
+  EncodedImage rows;
+  std::unique_ptr<VisionEncodeJob, JobRelease> job;
+  bool looked_up = false;
 };
 
 struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
@@ -143,12 +155,17 @@ struct Engine::StepPlan {
     std::vector<PositionRange> vision_blocks;
     std::vector<EncodedImage> rows;  // alive through the forward
   };
+  // An image that stopped a chunk: its request and index.
+  struct Encode {
+    std::shared_ptr<RequestState> request;
+    size_t image = 0;
+  };
   std::vector<Item> items;
   std::vector<SequenceInput> inputs;
   int num_tokens = 0;
+  std::vector<Encode> encodes;
+  int64_t encoder_budget = 0;  // patch-stages
   // Image work of the step, added to the counters with the step.
-  uint64_t mm_cache_queries = 0;
-  uint64_t mm_cache_hits = 0;
   uint64_t images_encoded = 0;
   double encoder_seconds = 0;
 };
@@ -268,6 +285,7 @@ Engine::Engine(const EngineArgs& args)
   sc.max_num_batched_tokens = args_.max_num_batched_tokens;
   sc.max_model_len = max_model_len_;
   sc.long_prefill_token_threshold = args_.long_prefill_token_threshold;
+  sc.image_ready = [this](const std::string& id, size_t image) { return image_ready(id, image); };
   scheduler_ = std::make_unique<Scheduler>(
       sc, KvCacheManager(text, plan_.num_blocks, args_.block_size, args_.enable_prefix_caching));
   Gemma4ModelOptions model_options;
@@ -531,6 +549,7 @@ void Engine::abort_all_locked() {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   EngineStats s = counters_;
+  s.encodes_in_progress = encodes_alive_->load();
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting() + num_held_samples_;
   const KvCacheManager& kv = scheduler_->kv_cache();
@@ -580,9 +599,13 @@ void Engine::run_loop() {
     stalled_at = kNotStalled;
     lock.unlock();
     try {
+      run_encoder(&plan);
       attach_images(&plan);
-      model_->forward(plan.inputs, *cache_, &forward);
-      sample_step(plan, forward, &sampled);
+      sampled.clear();
+      if (!plan.inputs.empty()) {
+        model_->forward(plan.inputs, *cache_, &forward);
+        sample_step(plan, forward, &sampled);
+      }
     } catch (const std::exception& e) {
       lock.lock();
       GS_LOG_ERROR << "engine step failed: " << e.what() << "; aborting every request";
@@ -591,14 +614,16 @@ void Engine::run_loop() {
       continue;
     }
     lock.lock();
-    ++counters_.steps;
-    counters_.mm_cache_queries += plan.mm_cache_queries;
-    counters_.mm_cache_hits += plan.mm_cache_hits;
+    if (!plan.inputs.empty()) ++counters_.steps;
+    if (!plan.encodes.empty()) ++counters_.encoder_steps;
     counters_.images_encoded += plan.images_encoded;
     counters_.encoder_seconds += plan.encoder_seconds;
     apply_step(plan, sampled, &emissions);
     lock.unlock();
     deliver(emissions);
+    // An aborted request's state (and its encode job) goes with its last reference.
+    plan.items.clear();
+    plan.encodes.clear();
     lock.lock();
   }
 }
@@ -607,10 +632,19 @@ bool Engine::plan_step(StepPlan* plan) {
   plan->items.clear();
   plan->inputs.clear();
   plan->num_tokens = 0;
-  plan->mm_cache_queries = plan->mm_cache_hits = plan->images_encoded = 0;
+  plan->images_encoded = 0;
   plan->encoder_seconds = 0;
+  plan->encodes.clear();
   const SchedulerOutput out = scheduler_->schedule();
-  if (out.empty()) return false;
+  for (const auto& [id, image] : out.waiting_for_images) {
+    RequestState& state = *sequences_.at(id)->owner;
+    const bool listed = std::any_of(plan->encodes.begin(), plan->encodes.end(), [&](auto& e) {
+      return e.request.get() == &state && e.image == image;
+    });
+    if (!listed) plan->encodes.push_back({state.shared_from_this(), image});
+  }
+  plan->encoder_budget = args_.max_num_batched_tokens - out.num_scheduled_tokens;
+  if (out.empty()) return !plan->encodes.empty();
   for (const ScheduledChunk& chunk : out.scheduled) {
     Sequence* seq = sequences_.at(chunk.request_id);
     RequestState& state = *seq->owner;
@@ -656,38 +690,67 @@ bool Engine::plan_step(StepPlan* plan) {
   return true;
 }
 
-EncodedImage Engine::encoded_rows(const RequestImage& image, StepPlan* plan) {
-  if (image.rows) return image.rows;
-  if (encoder_cache_.enabled()) {
-    ++plan->mm_cache_queries;
-    if (EncodedImage rows = encoder_cache_.find(image.hash)) {
-      ++plan->mm_cache_hits;
-      return rows;
-    }
-  }
+bool Engine::image_ready(const std::string& scheduler_id, size_t image) {
+  RequestImage& img = sequences_.at(scheduler_id)->owner->images.at(image);
+  if (img.rows) return true;
+  if (img.job || img.looked_up || !encoder_cache_.enabled()) return false;
+  img.looked_up = true;
+  ++counters_.mm_cache_queries;
+  img.rows = encoder_cache_.find(img.hash);
+  if (img.rows) ++counters_.mm_cache_hits;
+  return img.rows != nullptr;
+}
+
+// Encoder budget rule: a step may spend max_num_batched_tokens minus the tokens it schedules,
+// one token per patch-stage (one patch through one of an encoder layer's three stages), on the
+// images that stopped its chunks, in scheduling order; the first always advances by one unit
+// (a block of kVisionRowBlock patches through one stage) so encoding never stalls.
+void Engine::run_encoder(StepPlan* plan) {
+  if (plan->encodes.empty()) return;
   const auto start = std::chrono::steady_clock::now();
-  const VisionConfig& vision = *model_->config().vision;
-  Gemma4ImageProcessorOptions options;
-  options.patch_size = vision.patch_size;
-  options.pooling_kernel_size = vision.pooling_kernel_size;
-  options.max_soft_tokens = image.max_soft_tokens;
-  const image::RgbImage& rgb = image.image.rgb;
-  const Gemma4ImagePatches patches =
-      gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
-  auto rows = std::make_shared<std::vector<float>>();
-  model_->encode_image({patches.pixel_values, patches.position_ids}, rows.get());
-  const size_t want = static_cast<size_t>(image.where.length) *
-                      static_cast<size_t>(model_->text_config().hidden_size);
-  if (rows->size() != want) {
-    throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
-                           " floats, its placeholder holds " + std::to_string(want));
+  int64_t left = plan->encoder_budget;
+  bool advanced = false;
+  for (const StepPlan::Encode& e : plan->encodes) {
+    if (advanced && left <= 0) break;
+    RequestImage& image = e.request->images[e.image];
+    if (image.rows) continue;
+    if (!image.job && encoder_cache_.enabled()) {
+      image.rows = encoder_cache_.find(image.hash);  // another request's encode just ended
+      if (image.rows) continue;
+    }
+    if (!image.job) {
+      const VisionConfig& vision = *model_->config().vision;
+      Gemma4ImageProcessorOptions options;
+      options.patch_size = vision.patch_size;
+      options.pooling_kernel_size = vision.pooling_kernel_size;
+      options.max_soft_tokens = image.max_soft_tokens;
+      const image::RgbImage& rgb = image.image.rgb;
+      const Gemma4ImagePatches patches =
+          gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
+      std::unique_ptr<VisionEncodeJob> job =
+          model_->begin_image_encode({patches.pixel_values, patches.position_ids});
+      image.job = std::unique_ptr<VisionEncodeJob, RequestImage::JobRelease>(
+          job.release(), RequestImage::JobRelease{encodes_alive_});
+      ++*encodes_alive_;
+    }
+    left -= model_->advance_image_encode(*image.job, std::max<int64_t>(left, 1));
+    advanced = true;
+    if (!image.job->done()) continue;
+    auto rows = std::make_shared<std::vector<float>>();
+    model_->finish_image_encode(*image.job, rows.get());
+    image.job.reset();
+    const size_t want = static_cast<size_t>(image.where.length) *
+                        static_cast<size_t>(model_->text_config().hidden_size);
+    if (rows->size() != want) {
+      throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
+                             " floats, its placeholder holds " + std::to_string(want));
+    }
+    ++plan->images_encoded;
+    image.rows = std::move(rows);
+    encoder_cache_.insert(image.hash, image.rows);
   }
-  ++plan->images_encoded;
   plan->encoder_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EncodedImage shared = std::move(rows);
-  encoder_cache_.insert(image.hash, shared);
-  return shared;
 }
 
 void Engine::attach_images(StepPlan* plan) {
@@ -696,7 +759,8 @@ void Engine::attach_images(StepPlan* plan) {
     if (item.images.empty()) continue;
     for (size_t k : item.images) {
       RequestImage& image = item.request->images[k];
-      image.rows = encoded_rows(image, plan);
+      // The scheduler let the chunk reach the image only once image_ready() held.
+      if (!image.rows) throw std::logic_error("a chunk reached an image with no rows");
       item.rows.push_back(image.rows);
       item.embeddings.push_back({image.where.offset, image.where.length, image.rows->data()});
       item.vision_blocks.push_back({image.where.offset, image.where.offset + image.where.length});
@@ -831,7 +895,10 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
           std::all_of(state->sequences.begin(), state->sequences.end(),
                       [](const Sequence& other) { return other.prompt_computed; });
       if (all_computed) {
-        for (RequestImage& image : state->images) image.rows.reset();  // recompute re-fetches
+        for (RequestImage& image : state->images) {  // a recompute fetches them again
+          image.rows.reset();
+          image.looked_up = false;
+        }
       }
       counters_.prompt_tokens += state->request.prompt_token_ids.size();
       if (seq.wants_prompt_logprobs) {
