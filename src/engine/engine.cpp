@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/progress_bar.h"
 #include "core/thread_pool.h"
+#include "engine/engine_state.h"
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
@@ -90,93 +91,6 @@ void log_matmul_precision(cpu::MatmulPrecision asked, const ModelWeights& weight
 }
 
 }  // namespace
-
-// One of a request's n samples: a sequence of its own in the scheduler.
-struct Engine::Sequence {
-  RequestState* owner = nullptr;
-  int index = 0;
-  std::string scheduler_id;
-  std::unique_ptr<RequestSampler> sampler;
-  std::unique_ptr<StopChecker> stop;
-  bool admitted = false;  // handed to the scheduler
-  bool finished = false;
-  bool prompt_computed = false;  // its first token was sampled
-  bool wants_prompt_logprobs = false;
-  int next_prompt_logprob = 1;  // first prompt position whose logprobs are still missing
-};
-
-// One image of a request: its pixels (kept to encode it again after a preemption), where its
-// soft tokens go, and its rows while a prompt computation may still need them.
-struct Engine::RequestImage {
-  // Frees a job and counts it out of EngineStats::encodes_in_progress.
-  struct JobRelease {
-    std::shared_ptr<std::atomic<int64_t>> alive;
-    void operator()(VisionEncodeJob* job) const {
-      std::default_delete<VisionEncodeJob>()(job);
-      --*alive;
-    }
-  };
-  PromptImage image;
-  int max_soft_tokens = 0;  // the effective budget
-  std::string hash;         // image_content_hash: the prefix-cache and encoder-cache key
-  ImagePlaceholder where;
-  // Engine thread only: the rows while a prompt computation may still need them, else the
-  // encode in progress; looked_up: the encoder cache missed since rows were last dropped.
-  EncodedImage rows;
-  std::unique_ptr<VisionEncodeJob, JobRelease> job;
-  bool looked_up = false;
-};
-
-struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
-  EngineRequest request;
-  OutputCallback callback;
-  RequestOutput output;
-  std::vector<Sequence> sequences;  // never resized after creation: Sequence* stay valid
-  int num_unfinished = 0;
-  bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
-  bool aborted = false;       // guarded by mutex_
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
-  std::vector<RequestImage> images;                           // in prompt order
-};
-
-// What one forward call computes: copies of the scheduled chunks, so an abort() during the
-// forward (which frees the scheduler's token lists) cannot pull data from under it.
-struct Engine::StepPlan {
-  struct Item {
-    std::shared_ptr<RequestState> request;
-    Sequence* seq = nullptr;
-    std::vector<int32_t> tokens;
-    int32_t start_pos = 0;
-    std::array<std::vector<int32_t>, kNumAttentionTypes> tables;
-    LogitsWanted logits = LogitsWanted::kNone;
-    bool samples = false;
-    std::vector<size_t> images;  // indices into request->images of images in this chunk
-    std::vector<EmbeddingRows> embeddings;
-    std::vector<PositionRange> vision_blocks;
-    std::vector<EncodedImage> rows;  // alive through the forward
-  };
-  // An image that stopped a chunk: its request and index.
-  struct Encode {
-    std::shared_ptr<RequestState> request;
-    size_t image = 0;
-  };
-  std::vector<Item> items;
-  std::vector<SequenceInput> inputs;
-  int num_tokens = 0;
-  std::vector<Encode> encodes;
-  int64_t encoder_budget = 0;  // patch-stages
-  // Image work of the step, added to the counters with the step.
-  uint64_t images_encoded = 0;
-  double encoder_seconds = 0;
-};
-
-// A chunk's sample, made outside the lock and applied under it.
-struct Engine::Sampled {
-  size_t item = 0;
-  int32_t token = 0;
-  std::optional<TokenLogprobs> logprobs;
-  StopUpdate update;
-};
 
 Engine::Engine(const EngineArgs& args)
     : args_(args),
@@ -688,86 +602,6 @@ bool Engine::plan_step(StepPlan* plan) {
     plan->inputs.push_back(in);
   }
   return true;
-}
-
-bool Engine::image_ready(const std::string& scheduler_id, size_t image) {
-  RequestImage& img = sequences_.at(scheduler_id)->owner->images.at(image);
-  if (img.rows) return true;
-  if (img.job || img.looked_up || !encoder_cache_.enabled()) return false;
-  img.looked_up = true;
-  ++counters_.mm_cache_queries;
-  img.rows = encoder_cache_.find(img.hash);
-  if (img.rows) ++counters_.mm_cache_hits;
-  return img.rows != nullptr;
-}
-
-// Encoder budget rule: a step may spend max_num_batched_tokens minus the tokens it schedules,
-// one token per patch-stage (one patch through one of an encoder layer's three stages), on the
-// images that stopped its chunks, in scheduling order; the first always advances by one unit
-// (a block of kVisionRowBlock patches through one stage) so encoding never stalls.
-void Engine::run_encoder(StepPlan* plan) {
-  if (plan->encodes.empty()) return;
-  const auto start = std::chrono::steady_clock::now();
-  int64_t left = plan->encoder_budget;
-  bool advanced = false;
-  for (const StepPlan::Encode& e : plan->encodes) {
-    if (advanced && left <= 0) break;
-    RequestImage& image = e.request->images[e.image];
-    if (image.rows) continue;
-    if (!image.job && encoder_cache_.enabled()) {
-      image.rows = encoder_cache_.find(image.hash);  // another request's encode just ended
-      if (image.rows) continue;
-    }
-    if (!image.job) {
-      const VisionConfig& vision = *model_->config().vision;
-      Gemma4ImageProcessorOptions options;
-      options.patch_size = vision.patch_size;
-      options.pooling_kernel_size = vision.pooling_kernel_size;
-      options.max_soft_tokens = image.max_soft_tokens;
-      const image::RgbImage& rgb = image.image.rgb;
-      const Gemma4ImagePatches patches =
-          gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
-      std::unique_ptr<VisionEncodeJob> job =
-          model_->begin_image_encode({patches.pixel_values, patches.position_ids});
-      image.job = std::unique_ptr<VisionEncodeJob, RequestImage::JobRelease>(
-          job.release(), RequestImage::JobRelease{encodes_alive_});
-      ++*encodes_alive_;
-    }
-    left -= model_->advance_image_encode(*image.job, std::max<int64_t>(left, 1));
-    advanced = true;
-    if (!image.job->done()) continue;
-    auto rows = std::make_shared<std::vector<float>>();
-    model_->finish_image_encode(*image.job, rows.get());
-    image.job.reset();
-    const size_t want = static_cast<size_t>(image.where.length) *
-                        static_cast<size_t>(model_->text_config().hidden_size);
-    if (rows->size() != want) {
-      throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
-                             " floats, its placeholder holds " + std::to_string(want));
-    }
-    ++plan->images_encoded;
-    image.rows = std::move(rows);
-    encoder_cache_.insert(image.hash, image.rows);
-  }
-  plan->encoder_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-void Engine::attach_images(StepPlan* plan) {
-  for (size_t i = 0; i < plan->items.size(); ++i) {
-    StepPlan::Item& item = plan->items[i];
-    if (item.images.empty()) continue;
-    for (size_t k : item.images) {
-      RequestImage& image = item.request->images[k];
-      // The scheduler let the chunk reach the image only once image_ready() held.
-      if (!image.rows) throw std::logic_error("a chunk reached an image with no rows");
-      item.rows.push_back(image.rows);
-      item.embeddings.push_back({image.where.offset, image.where.length, image.rows->data()});
-      item.vision_blocks.push_back({image.where.offset, image.where.offset + image.where.length});
-    }
-    plan->inputs[i].embeddings = item.embeddings;
-    plan->inputs[i].vision_blocks = item.vision_blocks;
-  }
 }
 
 void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
