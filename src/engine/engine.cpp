@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/progress_bar.h"
 #include "core/thread_pool.h"
+#include "engine/engine_state.h"
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
@@ -93,76 +94,6 @@ void log_matmul_precision(cpu::MatmulPrecision asked, const ModelWeights& weight
 }
 
 }  // namespace
-
-// One of a request's n samples: a sequence of its own in the scheduler.
-struct Engine::Sequence {
-  RequestState* owner = nullptr;
-  int index = 0;
-  std::string scheduler_id;
-  std::unique_ptr<RequestSampler> sampler;
-  std::unique_ptr<StopChecker> stop;
-  bool admitted = false;  // handed to the scheduler
-  bool finished = false;
-  bool prompt_computed = false;  // its first token was sampled
-  bool wants_prompt_logprobs = false;
-  int next_prompt_logprob = 1;  // first prompt position whose logprobs are still missing
-};
-
-// One image of a request: its pixels (kept to encode it again after a preemption), where its
-// soft tokens go, and its rows while a prompt computation may still need them.
-struct Engine::RequestImage {
-  PromptImage image;
-  int max_soft_tokens = 0;  // the effective budget
-  std::string hash;         // image_content_hash: the prefix-cache and encoder-cache key
-  ImagePlaceholder where;
-  EncodedImage rows;  // engine thread only
-};
-
-struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
-  EngineRequest request;
-  OutputCallback callback;
-  RequestOutput output;
-  std::vector<Sequence> sequences;  // never resized after creation: Sequence* stay valid
-  int num_unfinished = 0;
-  bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
-  bool aborted = false;       // guarded by mutex_
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
-  std::vector<RequestImage> images;                           // in prompt order
-};
-
-// What one forward call computes: copies of the scheduled chunks, so an abort() during the
-// forward (which frees the scheduler's token lists) cannot pull data from under it.
-struct Engine::StepPlan {
-  struct Item {
-    std::shared_ptr<RequestState> request;
-    Sequence* seq = nullptr;
-    std::vector<int32_t> tokens;
-    int32_t start_pos = 0;
-    std::array<std::vector<int32_t>, kNumAttentionTypes> tables;
-    LogitsWanted logits = LogitsWanted::kNone;
-    bool samples = false;
-    std::vector<size_t> images;  // indices into request->images of images in this chunk
-    std::vector<EmbeddingRows> embeddings;
-    std::vector<PositionRange> vision_blocks;
-    std::vector<EncodedImage> rows;  // alive through the forward
-  };
-  std::vector<Item> items;
-  std::vector<SequenceInput> inputs;
-  int num_tokens = 0;
-  // Image work of the step, added to the counters with the step.
-  uint64_t mm_cache_queries = 0;
-  uint64_t mm_cache_hits = 0;
-  uint64_t images_encoded = 0;
-  double encoder_seconds = 0;
-};
-
-// A chunk's sample, made outside the lock and applied under it.
-struct Engine::Sampled {
-  size_t item = 0;
-  int32_t token = 0;
-  std::optional<TokenLogprobs> logprobs;
-  StopUpdate update;
-};
 
 Engine::Engine(const EngineArgs& args)
     : args_(args),
@@ -278,6 +209,7 @@ Engine::Engine(const EngineArgs& args)
   sc.max_num_batched_tokens = args_.max_num_batched_tokens;
   sc.max_model_len = max_model_len_;
   sc.long_prefill_token_threshold = args_.long_prefill_token_threshold;
+  sc.image_ready = [this](const std::string& id, size_t image) { return image_ready(id, image); };
   scheduler_ = std::make_unique<Scheduler>(
       sc, KvCacheManager(text, plan_.num_blocks, args_.block_size, args_.enable_prefix_caching));
   Gemma4ModelOptions model_options;
@@ -552,6 +484,7 @@ void Engine::abort_all_locked() {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   EngineStats s = counters_;
+  s.encodes_in_progress = encodes_alive_->load();
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting() + num_held_samples_;
   const KvCacheManager& kv = scheduler_->kv_cache();
@@ -605,9 +538,13 @@ void Engine::run_loop() {
     stalled_at = kNotStalled;
     lock.unlock();
     try {
+      run_encoder(&plan);
       attach_images(&plan);
-      model_->forward(plan.inputs, *cache_, &forward);
-      sample_step(plan, forward, &sampled);
+      sampled.clear();
+      if (!plan.inputs.empty()) {
+        model_->forward(plan.inputs, *cache_, &forward);
+        sample_step(plan, forward, &sampled);
+      }
     } catch (const std::exception& e) {
       lock.lock();
       GS_LOG_ERROR << "engine step failed: " << e.what() << "; aborting every request";
@@ -616,14 +553,16 @@ void Engine::run_loop() {
       continue;
     }
     lock.lock();
-    ++counters_.steps;
-    counters_.mm_cache_queries += plan.mm_cache_queries;
-    counters_.mm_cache_hits += plan.mm_cache_hits;
+    if (!plan.inputs.empty()) ++counters_.steps;
+    if (!plan.encodes.empty()) ++counters_.encoder_steps;
     counters_.images_encoded += plan.images_encoded;
     counters_.encoder_seconds += plan.encoder_seconds;
     apply_step(plan, sampled, &emissions);
     lock.unlock();
     deliver(emissions);
+    // An aborted request's state (and its encode job) goes with its last reference.
+    plan.items.clear();
+    plan.encodes.clear();
     lock.lock();
   }
 }
@@ -632,10 +571,19 @@ bool Engine::plan_step(StepPlan* plan) {
   plan->items.clear();
   plan->inputs.clear();
   plan->num_tokens = 0;
-  plan->mm_cache_queries = plan->mm_cache_hits = plan->images_encoded = 0;
+  plan->images_encoded = 0;
   plan->encoder_seconds = 0;
+  plan->encodes.clear();
   const SchedulerOutput out = scheduler_->schedule();
-  if (out.empty()) return false;
+  for (const auto& [id, image] : out.waiting_for_images) {
+    RequestState& state = *sequences_.at(id)->owner;
+    const bool listed = std::any_of(plan->encodes.begin(), plan->encodes.end(), [&](auto& e) {
+      return e.request.get() == &state && e.image == image;
+    });
+    if (!listed) plan->encodes.push_back({state.shared_from_this(), image});
+  }
+  plan->encoder_budget = args_.max_num_batched_tokens - out.num_scheduled_tokens;
+  if (out.empty()) return !plan->encodes.empty();
   for (const ScheduledChunk& chunk : out.scheduled) {
     Sequence* seq = sequences_.at(chunk.request_id);
     RequestState& state = *seq->owner;
@@ -679,56 +627,6 @@ bool Engine::plan_step(StepPlan* plan) {
     plan->inputs.push_back(in);
   }
   return true;
-}
-
-EncodedImage Engine::encoded_rows(const RequestImage& image, StepPlan* plan) {
-  if (image.rows) return image.rows;
-  if (encoder_cache_.enabled()) {
-    ++plan->mm_cache_queries;
-    if (EncodedImage rows = encoder_cache_.find(image.hash)) {
-      ++plan->mm_cache_hits;
-      return rows;
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const VisionConfig& vision = *model_->config().vision;
-  Gemma4ImageProcessorOptions options;
-  options.patch_size = vision.patch_size;
-  options.pooling_kernel_size = vision.pooling_kernel_size;
-  options.max_soft_tokens = image.max_soft_tokens;
-  const image::RgbImage& rgb = image.image.rgb;
-  const Gemma4ImagePatches patches =
-      gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
-  auto rows = std::make_shared<std::vector<float>>();
-  model_->encode_image({patches.pixel_values, patches.position_ids}, rows.get());
-  const size_t want = static_cast<size_t>(image.where.length) *
-                      static_cast<size_t>(model_->text_config().hidden_size);
-  if (rows->size() != want) {
-    throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
-                           " floats, its placeholder holds " + std::to_string(want));
-  }
-  ++plan->images_encoded;
-  plan->encoder_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EncodedImage shared = std::move(rows);
-  encoder_cache_.insert(image.hash, shared);
-  return shared;
-}
-
-void Engine::attach_images(StepPlan* plan) {
-  for (size_t i = 0; i < plan->items.size(); ++i) {
-    StepPlan::Item& item = plan->items[i];
-    if (item.images.empty()) continue;
-    for (size_t k : item.images) {
-      RequestImage& image = item.request->images[k];
-      image.rows = encoded_rows(image, plan);
-      item.rows.push_back(image.rows);
-      item.embeddings.push_back({image.where.offset, image.where.length, image.rows->data()});
-      item.vision_blocks.push_back({image.where.offset, image.where.offset + image.where.length});
-    }
-    plan->inputs[i].embeddings = item.embeddings;
-    plan->inputs[i].vision_blocks = item.vision_blocks;
-  }
 }
 
 void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
@@ -856,7 +754,10 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
           std::all_of(state->sequences.begin(), state->sequences.end(),
                       [](const Sequence& other) { return other.prompt_computed; });
       if (all_computed) {
-        for (RequestImage& image : state->images) image.rows.reset();  // recompute re-fetches
+        for (RequestImage& image : state->images) {  // a recompute fetches them again
+          image.rows.reset();
+          image.looked_up = false;
+        }
       }
       counters_.prompt_tokens += state->request.prompt_token_ids.size();
       if (seq.wants_prompt_logprobs) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -99,10 +100,12 @@ struct EngineStats {
   uint64_t requests_finished_stop = 0;  // vllm:request_success{finished_reason=...}
   uint64_t requests_finished_length = 0;
   uint64_t requests_aborted = 0;
-  uint64_t mm_cache_queries = 0;  // images looked up in the encoder cache (vllm:mm_cache_queries)
-  uint64_t mm_cache_hits = 0;     // found there (vllm:mm_cache_hits)
-  uint64_t images_encoded = 0;    // vision tower runs
-  double encoder_seconds = 0;     // their wall time
+  uint64_t mm_cache_queries = 0;    // images looked up in the encoder cache (vllm:mm_cache_queries)
+  uint64_t mm_cache_hits = 0;       // found there (vllm:mm_cache_hits)
+  uint64_t images_encoded = 0;      // vision tower runs
+  double encoder_seconds = 0;       // their wall time
+  uint64_t encoder_steps = 0;       // steps that ran a slice of an image's encoding
+  int64_t encodes_in_progress = 0;  // images partly encoded (their activations are held)
   // Tensor parallelism: this rank's collectives (all-reduces, logit gathers, step plans).
   uint64_t tp_collectives = 0;
   uint64_t tp_bytes_sent = 0;
@@ -191,10 +194,14 @@ class Engine {
   void run_loop();
   // Schedules one step and copies what the forward needs. Under mutex_.
   bool plan_step(StepPlan* plan);
-  // Soft-token rows for the images of the step's chunks (encoder cache, else the vision tower)
-  // and the chunks' embeddings and image blocks. Engine thread, outside the lock.
+  // Whether a request's image has its rows (fetching them from the encoder cache). Engine
+  // thread, under the lock (SchedulerConfig::image_ready).
+  bool image_ready(const std::string& scheduler_id, size_t image);
+  // The step's encoder work: slices of the encodes of images that stopped a chunk, within the
+  // budget the chunks left (see run_encoder in engine.cpp). Engine thread, outside the lock.
+  void run_encoder(StepPlan* plan);
+  // The chunks' soft-token rows, embeddings and image blocks. Engine thread, outside the lock.
   void attach_images(StepPlan* plan);
-  EncodedImage encoded_rows(const RequestImage& image, StepPlan* plan);
   // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
   void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
   // Applies a step's samples to the scheduler and the outputs. Under mutex_.
@@ -223,6 +230,8 @@ class Engine {
   KvCachePlan plan_;
   std::unique_ptr<KvCache> cache_;  // written by the engine thread only (inside forward)
   EncoderCache encoder_cache_;      // engine thread only
+  // Encode jobs alive (EngineStats::encodes_in_progress); shared with their deleters.
+  std::shared_ptr<std::atomic<int64_t>> encodes_alive_ = std::make_shared<std::atomic<int64_t>>(0);
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -94,11 +94,19 @@ void Scheduler::update_block_hashes(SchedulerRequest* r) {
   append_block_hashes(r->token_ids, kv_.block_size(), r->hash_extras, &r->block_hashes);
 }
 
-int Scheduler::fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new) const {
+int Scheduler::fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new,
+                                   SchedulerOutput* out) const {
   const int64_t end = start + num_new;
-  for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
+  const auto& images = r.hash_extras.multimodal;
+  for (size_t k = 0; k < images.size(); ++k) {
+    const MultimodalPlaceholder& p = images[k];
     const int64_t image_end = p.offset + p.length;
     if (p.offset >= end) break;
+    if (image_end <= start) continue;
+    if (config_.image_ready && !config_.image_ready(r.request_id, k)) {
+      out->waiting_for_images.emplace_back(r.request_id, k);
+      return static_cast<int>(std::max<int64_t>(0, p.offset - start));
+    }
     if (image_end <= end) continue;
     // The chunk would end inside this image: stop before it, or take all of it.
     return static_cast<int>(p.offset > start ? p.offset - start : image_end - start);
@@ -161,8 +169,9 @@ SchedulerOutput Scheduler::schedule() {
   for (SchedulerRequest* r : running_snapshot) {
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int num_new = fit_chunk_to_images(
-        *r, r->num_computed_tokens, chunk_cap(r->num_tokens() - r->num_computed_tokens, budget));
+    const int num_new =
+        fit_chunk_to_images(*r, r->num_computed_tokens,
+                            chunk_cap(r->num_tokens() - r->num_computed_tokens, budget), &out);
     if (num_new <= 0) continue;
     bool allocated = false;
     while (true) {
@@ -199,8 +208,9 @@ SchedulerOutput Scheduler::schedule() {
       PrefixHit hit;
       const bool lookup = kv_.prefix_caching_enabled() && !r->skip_prefix_cache;
       if (lookup) hit = find_prefix_hit(*r);
-      const int num_new = fit_chunk_to_images(*r, hit.num_tokens,
-                                              chunk_cap(r->num_tokens() - hit.num_tokens, budget));
+      const int num_new = fit_chunk_to_images(
+          *r, hit.num_tokens, chunk_cap(r->num_tokens() - hit.num_tokens, budget), &out);
+      if (num_new <= 0) break;  // its next image is being encoded; FCFS behind it
       if (!kv_.allocate_slots(r->request_id, hit.num_tokens, num_new, lookup ? &hit : nullptr)) {
         break;  // FCFS: later requests wait behind this one
       }

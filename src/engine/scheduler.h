@@ -15,6 +15,9 @@
 // end inside one stops before it, or, when the image starts the chunk, takes all of it even
 // past the budget (a 1120-token image runs with a 512-token budget; the step then ends). A
 // prefix-cache hit never ends inside an image: it is cut to the last block boundary before it.
+// A chunk also stops before an image that is not encoded yet (SchedulerConfig::image_ready);
+// the step reports it in waiting_for_images so the engine encodes it meanwhile (a waiting
+// request that could not start then holds the queue, as vLLM's encoder budget does).
 //
 // Engine loop (the caller):
 //   scheduler.add_request({...});                       // InputError with vLLM's message
@@ -29,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -49,6 +53,9 @@ struct SchedulerConfig {
   // vLLM's --long-prefill-token-threshold: when > 0, no request computes more tokens than this
   // in one step, so long prompts are chunked even when the step budget has room.
   int long_prefill_token_threshold = 0;
+  // Whether image `image` (index into hash_extras.multimodal) of a request may be computed;
+  // unset: always. Called during schedule().
+  std::function<bool(const std::string& request_id, size_t image)> image_ready;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
@@ -98,6 +105,8 @@ struct ScheduledChunk {
 struct SchedulerOutput {
   std::vector<ScheduledChunk> scheduled;  // running requests first, then newly admitted ones
   std::vector<std::string> preempted;     // sent back to waiting in this step
+  // (request id, image index) of images not ready that stopped a request's chunk this step.
+  std::vector<std::pair<std::string, size_t>> waiting_for_images;
   int num_scheduled_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };
@@ -169,8 +178,10 @@ class Scheduler {
   using WaitingKey = std::pair<int, uint64_t>;  // (priority, arrival)
 
   void update_block_hashes(SchedulerRequest* r);
-  // A chunk of num_new tokens of r from `start`, moved so it does not end inside an image.
-  int fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new) const;
+  // A chunk of num_new tokens of r from `start`, moved so it does not end inside an image and
+  // stops before an image that is not ready (then named in `out`).
+  int fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new,
+                          SchedulerOutput* out) const;
   // The request's longest prefix-cache hit that does not end inside an image.
   PrefixHit find_prefix_hit(const SchedulerRequest& r) const;
   // Frees the request's blocks and sends it back to waiting.

@@ -131,4 +131,17 @@ void Gemma4Model::encode_image(const ImagePatches& image, std::vector<float>* ou
   scratch_->vision->encode(image, out);
 }
 
+std::unique_ptr<VisionEncodeJob> Gemma4Model::begin_image_encode(const ImagePatches& image) {
+  if (!scratch_->vision) throw InputError("this model has no vision encoder (no vision_config)");
+  return scratch_->vision->begin(image);
+}
+
+int64_t Gemma4Model::advance_image_encode(VisionEncodeJob& job, int64_t budget) {
+  return scratch_->vision->advance(job, budget);
+}
+
+void Gemma4Model::finish_image_encode(VisionEncodeJob& job, std::vector<float>* out) {
+  scratch_->vision->finish(job, out);
+}
+
 }  // namespace gemmaserve

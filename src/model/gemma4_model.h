@@ -123,6 +123,12 @@ class Gemma4Model {
   // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
   // no vision tower or the image is malformed. Runs on the model's pool, so not during forward().
   void encode_image(const ImagePatches& image, std::vector<float>* out);
+  // The same, resumable (Gemma4VisionEncoder::begin/advance/finish): `budget` is in
+  // patch-stages (one patch through one of an encoder layer's three stages); advance returns
+  // what it spent (at least one unit). Bit-identical to encode_image however it is sliced.
+  std::unique_ptr<VisionEncodeJob> begin_image_encode(const ImagePatches& image);
+  int64_t advance_image_encode(VisionEncodeJob& job, int64_t budget);
+  void finish_image_encode(VisionEncodeJob& job, std::vector<float>* out);
 
   // What this rank's collectives sent so far (zeros without tensor parallelism).
   CommunicatorStats communication_stats() const;

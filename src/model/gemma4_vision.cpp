@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -24,7 +25,7 @@ bool bounded(float lo, float hi) { return std::isfinite(lo) || std::isfinite(hi)
 // num_patches / k² slots and padding patches (clamped to (0, 0), zero-valued) into slot 0; it
 // keeps the slots something fell into, in slot order.
 void Gemma4VisionEncoder::plan_pooling(const VisionConfig& c, std::span<const int32_t> positions,
-                                       PatchPlan* p) {
+                                       VisionPatchPlan* p) {
   if (positions.size() % 2 != 0) {
     throw InputError("image position ids must be (x, y) pairs; got " +
                      std::to_string(positions.size()) + " values");
@@ -84,7 +85,7 @@ void Gemma4VisionEncoder::plan_pooling(const VisionConfig& c, std::span<const in
 }
 
 int vision_soft_tokens(const VisionConfig& config, std::span<const int32_t> positions) {
-  Gemma4VisionEncoder::PatchPlan plan;
+  VisionPatchPlan plan;
   Gemma4VisionEncoder::plan_pooling(config, positions, &plan);
   return plan.soft_tokens;
 }
@@ -139,8 +140,9 @@ void Gemma4VisionEncoder::linear(const ClippedLinear& c, const float* x, int64_t
   if (clip && bounded(c.output_min, c.output_max)) clamp(y, t * n, c.output_min, c.output_max);
 }
 
-void Gemma4VisionEncoder::embed_patches(const ImagePatches& image) {
-  const int64_t n = static_cast<int64_t>(plan_.rows.size());
+void Gemma4VisionEncoder::embed_patches(const ImagePatches& image, VisionEncodeJob& job) {
+  const VisionPatchPlan& plan = job.plan_;
+  const int64_t n = job.num_patches();
   const int64_t hv = cfg_.hidden_size;
   const int64_t patch = w_.vision.input_proj.cols;
   const size_t all = image.positions.size() / 2;
@@ -153,12 +155,13 @@ void Gemma4VisionEncoder::embed_patches(const ImagePatches& image) {
   x_.resize(static_cast<size_t>(n * patch));
   for (int64_t r = 0; r < n; ++r) {
     const float* src =
-        &image.pixels[static_cast<size_t>(plan_.rows[static_cast<size_t>(r)] * patch)];
+        &image.pixels[static_cast<size_t>(plan.rows[static_cast<size_t>(r)] * patch)];
     float* dst = &x_[static_cast<size_t>(r * patch)];
     for (int64_t i = 0; i < patch; ++i) dst[i] = 2.0f * (src[i] - 0.5f);
   }
-  h_.resize(static_cast<size_t>(n * hv));
-  matmul(w_.vision.input_proj, x_.data(), patch, n, h_.data(), hv);
+  AlignedVector<float>& hidden = job.h_;
+  hidden.resize(static_cast<size_t>(n * hv));
+  matmul(w_.vision.input_proj, x_.data(), patch, n, hidden.data(), hv);
 
   // Learned 2-D position: table[x] + table[S + y], added to the patch embedding.
   const WeightMatrix& table = w_.vision.position_table;
@@ -169,11 +172,11 @@ void Gemma4VisionEncoder::embed_patches(const ImagePatches& image) {
     std::vector<float> px(static_cast<size_t>(hv)), py(static_cast<size_t>(hv));
     for (int64_t r = b; r < e; ++r) {
       const auto i = static_cast<size_t>(r);
-      cpu::to_f32(table.dtype, base + static_cast<size_t>(plan_.xs[i]) * row_bytes, px.data(),
+      cpu::to_f32(table.dtype, base + static_cast<size_t>(plan.xs[i]) * row_bytes, px.data(),
                   static_cast<size_t>(hv));
-      cpu::to_f32(table.dtype, base + static_cast<size_t>(S + plan_.ys[i]) * row_bytes, py.data(),
+      cpu::to_f32(table.dtype, base + static_cast<size_t>(S + plan.ys[i]) * row_bytes, py.data(),
                   static_cast<size_t>(hv));
-      float* h = &h_[static_cast<size_t>(r * hv)];
+      float* h = &hidden[static_cast<size_t>(r * hv)];
       for (int64_t d = 0; d < hv; ++d)
         h[d] += px[static_cast<size_t>(d)] + py[static_cast<size_t>(d)];
     }
@@ -181,21 +184,29 @@ void Gemma4VisionEncoder::embed_patches(const ImagePatches& image) {
 
   // 2-D RoPE tables: the first half of each head turns with x, the second with y.
   const int64_t quarter = cfg_.head_dim / 4;
-  cos_.resize(static_cast<size_t>(n * 2 * quarter));
-  sin_.resize(cos_.size());
+  job.cos_.resize(static_cast<size_t>(n * 2 * quarter));
+  job.sin_.resize(job.cos_.size());
   for (int64_t r = 0; r < n; ++r) {
     const auto i = static_cast<size_t>(r);
     const size_t at = i * 2 * static_cast<size_t>(quarter);
-    cpu::rope_cos_sin(plan_.xs[i], inv_freq_.data(), static_cast<int>(quarter), &cos_[at],
-                      &sin_[at]);
-    cpu::rope_cos_sin(plan_.ys[i], inv_freq_.data(), static_cast<int>(quarter),
-                      &cos_[at + static_cast<size_t>(quarter)],
-                      &sin_[at + static_cast<size_t>(quarter)]);
+    cpu::rope_cos_sin(plan.xs[i], inv_freq_.data(), static_cast<int>(quarter), &job.cos_[at],
+                      &job.sin_[at]);
+    cpu::rope_cos_sin(plan.ys[i], inv_freq_.data(), static_cast<int>(quarter),
+                      &job.cos_[at + static_cast<size_t>(quarter)],
+                      &job.sin_[at + static_cast<size_t>(quarter)]);
   }
+  const int64_t qw = static_cast<int64_t>(cfg_.num_attention_heads) * cfg_.head_dim;
+  const int64_t kvw = static_cast<int64_t>(cfg_.num_key_value_heads) * cfg_.head_dim;
+  job.q_.resize(static_cast<size_t>(n * qw));
+  job.k_.resize(static_cast<size_t>(n * kvw));
+  job.v_.resize(static_cast<size_t>(n * kvw));
+  job.attn_.resize(static_cast<size_t>(n * qw));
 }
 
-void Gemma4VisionEncoder::encoder_layer(const VisionLayerWeights& l) {
-  const int64_t n = static_cast<int64_t>(plan_.rows.size());
+// Stage 1 of a layer: normed input, q/k/v projections, their norms and the 2-D RoPE.
+void Gemma4VisionEncoder::attention_inputs(const VisionLayerWeights& l, VisionEncodeJob& job,
+                                           int64_t b, int64_t e) {
+  const int64_t rows = e - b;
   const int64_t hv = cfg_.hidden_size;
   const int hd = cfg_.head_dim;
   const int nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
@@ -203,42 +214,46 @@ void Gemma4VisionEncoder::encoder_layer(const VisionLayerWeights& l) {
   const int64_t quarter = hd / 4;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
 
-  normed_.resize(static_cast<size_t>(n * hv));
-  q_.resize(static_cast<size_t>(n * qw));
-  k_.resize(static_cast<size_t>(n * kvw));
-  v_.resize(static_cast<size_t>(n * kvw));
-  cpu::rms_norm_rows(h_.data(), hv, l.input_layernorm.data(), normed_.data(), hv, n, hv, eps);
-  linear(l.q_proj, normed_.data(), n, q_.data());
-  linear(l.k_proj, normed_.data(), n, k_.data());
-  linear(l.v_proj, normed_.data(), n, v_.data());
+  normed_.resize(static_cast<size_t>(rows * hv));
+  cpu::rms_norm_rows(&job.h_[static_cast<size_t>(b * hv)], hv, l.input_layernorm.data(),
+                     normed_.data(), hv, rows, hv, eps);
+  linear(l.q_proj, normed_.data(), rows, &job.q_[static_cast<size_t>(b * qw)]);
+  linear(l.k_proj, normed_.data(), rows, &job.k_[static_cast<size_t>(b * kvw)]);
+  linear(l.v_proj, normed_.data(), rows, &job.v_[static_cast<size_t>(b * kvw)]);
   const auto rope_2d = [&](float* head, const float* c, const float* s) {
     const int q = static_cast<int>(quarter);
     cpu::apply_rope(head, hd / 2, c, s, q);
     cpu::apply_rope(head + hd / 2, hd / 2, c + quarter, s + quarter, q);
   };
-  for_rows(n, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* c = &cos_[static_cast<size_t>(r * 2 * quarter)];
-      const float* s = &sin_[static_cast<size_t>(r * 2 * quarter)];
+  for_rows(rows, [&](int64_t rb, int64_t re) {
+    for (int64_t r = b + rb; r < b + re; ++r) {
+      const float* c = &job.cos_[static_cast<size_t>(r * 2 * quarter)];
+      const float* s = &job.sin_[static_cast<size_t>(r * 2 * quarter)];
       for (int h = 0; h < nh; ++h) {
-        float* qh = &q_[static_cast<size_t>(r * qw + h * hd)];
+        float* qh = &job.q_[static_cast<size_t>(r * qw + h * hd)];
         cpu::rms_norm(qh, l.q_norm.data(), qh, hd, eps);
         rope_2d(qh, c, s);
       }
       for (int h = 0; h < nkv; ++h) {
-        float* kh = &k_[static_cast<size_t>(r * kvw + h * hd)];
-        float* vh = &v_[static_cast<size_t>(r * kvw + h * hd)];
+        float* kh = &job.k_[static_cast<size_t>(r * kvw + h * hd)];
+        float* vh = &job.v_[static_cast<size_t>(r * kvw + h * hd)];
         cpu::rms_norm(kh, l.k_norm.data(), kh, hd, eps);
         rope_2d(kh, c, s);
         cpu::rms_norm(vh, nullptr, vh, hd, eps);
       }
     }
   });
+}
 
-  // Every patch attends to every patch of its image: one "block" holding all of them.
+// Stage 2: queries [b, e) attend to every patch of the image (all keys of stage 1).
+void Gemma4VisionEncoder::attention(VisionEncodeJob& job, int64_t b, int64_t e) {
+  const int64_t n = job.num_patches();
+  const int hd = cfg_.head_dim;
+  const int nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  const int64_t qw = static_cast<int64_t>(nh) * hd, kvw = static_cast<int64_t>(nkv) * hd;
   cpu::PagedKv kv;
-  kv.k = k_.data();
-  kv.v = v_.data();
+  kv.k = job.k_.data();
+  kv.v = job.v_.data();
   kv.block_size = static_cast<int>(n);
   kv.slot_bytes = kvw * static_cast<int64_t>(sizeof(float));
   kv.num_blocks = 1;
@@ -249,55 +264,70 @@ void Gemma4VisionEncoder::encoder_layer(const VisionLayerWeights& l) {
   shape.head_dim = hd;
   shape.scale = 1.0f;  // q and k are RMS-normed, as in the text model
   static constexpr int32_t kOnlyBlock[1] = {0};
-  key_ranges_.assign(static_cast<size_t>(n), cpu::KeyRange{0, static_cast<int32_t>(n)});
+  key_ranges_.assign(static_cast<size_t>(e - b), cpu::KeyRange{0, static_cast<int32_t>(n)});
   cpu::AttentionSeq seq;
-  seq.num_queries = static_cast<int32_t>(n);
+  seq.num_queries = static_cast<int32_t>(e - b);
   seq.block_table = kOnlyBlock;
   seq.key_ranges = key_ranges_;
-  attn_.resize(static_cast<size_t>(n * qw));
-  cpu::paged_attention(q_.data(), static_cast<size_t>(qw), kv, shape,
-                       std::span<const cpu::AttentionSeq>(&seq, 1), attn_.data(),
-                       static_cast<size_t>(qw), pool_, &attention_);
-
-  linear(l.o_proj, attn_.data(), n, normed_.data());
-  cpu::rms_norm_rows(normed_.data(), hv, l.post_attention_layernorm.data(), normed_.data(), hv, n,
-                     hv, eps);
-  for (size_t i = 0; i < static_cast<size_t>(n * hv); ++i) h_[i] += normed_[i];
-
-  const int64_t iv = cfg_.intermediate_size;
-  gate_.resize(static_cast<size_t>(n * iv));
-  up_.resize(static_cast<size_t>(n * iv));
-  cpu::rms_norm_rows(h_.data(), hv, l.pre_feedforward_layernorm.data(), normed_.data(), hv, n, hv,
-                     eps);
-  linear(l.gate_proj, normed_.data(), n, gate_.data());
-  linear(l.up_proj, normed_.data(), n, up_.data());
-  for_rows(n, [&](int64_t b, int64_t e) {
-    cpu::gelu_tanh_mul(&gate_[static_cast<size_t>(b * iv)], &up_[static_cast<size_t>(b * iv)],
-                       &gate_[static_cast<size_t>(b * iv)], (e - b) * iv);
-  });
-  linear(l.down_proj, gate_.data(), n, normed_.data());
-  cpu::rms_norm_rows(normed_.data(), hv, l.post_feedforward_layernorm.data(), normed_.data(), hv, n,
-                     hv, eps);
-  for (size_t i = 0; i < static_cast<size_t>(n * hv); ++i) h_[i] += normed_[i];
+  cpu::paged_attention(&job.q_[static_cast<size_t>(b * qw)], static_cast<size_t>(qw), kv, shape,
+                       std::span<const cpu::AttentionSeq>(&seq, 1),
+                       &job.attn_[static_cast<size_t>(b * qw)], static_cast<size_t>(qw), pool_,
+                       &attention_);
 }
 
-void Gemma4VisionEncoder::pool_and_project(std::vector<float>* out) {
-  const int64_t n = static_cast<int64_t>(plan_.rows.size());
+// Stage 3: output projection and MLP, each normed and added to the residual, per row.
+void Gemma4VisionEncoder::mlp(const VisionLayerWeights& l, VisionEncodeJob& job, int64_t b,
+                              int64_t e) {
+  const int64_t rows = e - b;
+  const int64_t hv = cfg_.hidden_size;
+  const int64_t qw = static_cast<int64_t>(cfg_.num_attention_heads) * cfg_.head_dim;
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  float* h = &job.h_[static_cast<size_t>(b * hv)];
+  const size_t count = static_cast<size_t>(rows * hv);
+
+  normed_.resize(count);
+  linear(l.o_proj, &job.attn_[static_cast<size_t>(b * qw)], rows, normed_.data());
+  cpu::rms_norm_rows(normed_.data(), hv, l.post_attention_layernorm.data(), normed_.data(), hv,
+                     rows, hv, eps);
+  for (size_t i = 0; i < count; ++i) h[i] += normed_[i];
+
+  const int64_t iv = cfg_.intermediate_size;
+  gate_.resize(static_cast<size_t>(rows * iv));
+  up_.resize(static_cast<size_t>(rows * iv));
+  cpu::rms_norm_rows(h, hv, l.pre_feedforward_layernorm.data(), normed_.data(), hv, rows, hv, eps);
+  linear(l.gate_proj, normed_.data(), rows, gate_.data());
+  linear(l.up_proj, normed_.data(), rows, up_.data());
+  // Row by row, so a row's result never depends on how rows are split into blocks or threads.
+  for_rows(rows, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      float* g = &gate_[static_cast<size_t>(r * iv)];
+      cpu::gelu_tanh_mul(g, &up_[static_cast<size_t>(r * iv)], g, iv);
+    }
+  });
+  linear(l.down_proj, gate_.data(), rows, normed_.data());
+  cpu::rms_norm_rows(normed_.data(), hv, l.post_feedforward_layernorm.data(), normed_.data(), hv,
+                     rows, hv, eps);
+  for (size_t i = 0; i < count; ++i) h[i] += normed_[i];
+}
+
+void Gemma4VisionEncoder::pool_and_project(VisionEncodeJob& job, std::vector<float>* out) {
+  const VisionPatchPlan& plan = job.plan_;
+  const int64_t n = job.num_patches();
   const int64_t hv = cfg_.hidden_size;
   const int k = cfg_.pooling_kernel_size;
   // HF averages with weight 1/k² (f32) and then scales by sqrt(hidden) (a Python float).
   const float weight = 1.0f / static_cast<float>(k * k);
   const auto root = static_cast<float>(std::sqrt(static_cast<double>(hv)));
-  normed_.assign(static_cast<size_t>(plan_.num_slots * hv), 0.0f);
+  normed_.assign(static_cast<size_t>(plan.num_slots * hv), 0.0f);
   for (int64_t r = 0; r < n; ++r) {
-    float* dst = &normed_[static_cast<size_t>(plan_.slot[static_cast<size_t>(r)] * hv)];
-    const float* src = &h_[static_cast<size_t>(r * hv)];
+    float* dst = &normed_[static_cast<size_t>(plan.slot[static_cast<size_t>(r)] * hv)];
+    const float* src = &job.h_[static_cast<size_t>(r * hv)];
     for (int64_t d = 0; d < hv; ++d) dst[d] += weight * src[d];
   }
   // Kept slots, in order: scaled, standardized, RMS-normed without weight.
   int64_t m = 0;
-  for (int32_t s = 0; s < plan_.num_slots; ++s) {
-    if (!plan_.used[static_cast<size_t>(s)]) continue;
+  for (int32_t s = 0; s < plan.num_slots; ++s) {
+    if (!plan.used[static_cast<size_t>(s)]) continue;
     float* dst = &normed_[static_cast<size_t>(m * hv)];
     if (m != s) std::memmove(dst, &normed_[static_cast<size_t>(s * hv)], hv * sizeof(float));
     for (int64_t d = 0; d < hv; ++d) dst[d] *= root;
@@ -315,11 +345,52 @@ void Gemma4VisionEncoder::pool_and_project(std::vector<float>* out) {
   matmul(w_.vision.embedding_projection, normed_.data(), hv, m, out->data(), text_hidden);
 }
 
+std::unique_ptr<VisionEncodeJob> Gemma4VisionEncoder::begin(const ImagePatches& image,
+                                                            int64_t row_block) {
+  if (row_block <= 0) throw std::invalid_argument("vision encode row block must be positive");
+  auto job = std::make_unique<VisionEncodeJob>();
+  plan_pooling(cfg_, image.positions, &job->plan_);
+  job->row_block_ = row_block;
+  job->num_stages_ = 3 * static_cast<int64_t>(w_.vision.layers.size());
+  embed_patches(image, *job);
+  return job;
+}
+
+int64_t Gemma4VisionEncoder::advance(VisionEncodeJob& job, int64_t budget) {
+  const int64_t n = job.num_patches();
+  int64_t spent = 0;
+  while (!job.done() && (spent == 0 || spent < budget)) {
+    const VisionLayerWeights& l = w_.vision.layers[static_cast<size_t>(job.stage_ / 3)];
+    const int64_t b = job.next_row_, e = std::min(n, b + job.row_block_);
+    switch (job.stage_ % 3) {
+      case 0:
+        attention_inputs(l, job, b, e);
+        break;
+      case 1:
+        attention(job, b, e);
+        break;
+      default:
+        mlp(l, job, b, e);
+    }
+    spent += e - b;
+    job.next_row_ = e;
+    if (e == n) {
+      job.next_row_ = 0;
+      ++job.stage_;
+    }
+  }
+  return spent;
+}
+
+void Gemma4VisionEncoder::finish(VisionEncodeJob& job, std::vector<float>* out) {
+  if (!job.done()) throw std::logic_error("vision encode finished before its last layer");
+  pool_and_project(job, out);
+}
+
 void Gemma4VisionEncoder::encode(const ImagePatches& image, std::vector<float>* out) {
-  plan_pooling(cfg_, image.positions, &plan_);
-  embed_patches(image);
-  for (const VisionLayerWeights& l : w_.vision.layers) encoder_layer(l);
-  pool_and_project(out);
+  std::unique_ptr<VisionEncodeJob> job = begin(image);
+  while (!job->done()) advance(*job, job->remaining_cost());
+  finish(*job, out);
 }
 
 }  // namespace gemmaserve

@@ -5,7 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <mutex>
 
 #include "core/error.h"
 #include "engine_test_support.h"
@@ -306,6 +313,186 @@ TEST(EngineImages, PreemptionRecomputesImagesToTheSameOutputs) {
     expect_same_outputs(expected.outputs[i], got.outputs[i], requests[i].request_id);
   }
   for (int b : s.kv_blocks_in_use) EXPECT_EQ(b, 0);
+}
+
+// A text request and an image request submitted together, with callbacks that may act at the
+// text request's k-th token (see the streaming tests below).
+struct TextBesideImage {
+  std::mutex mutex;
+  std::condition_variable done;
+  int remaining = 2;
+  int text_tokens = 0;
+  int text_tokens_at_image_token = -1;  // when the image request's first token arrived
+  uint64_t steps_at_image_token = 0;
+  RequestOutput text, image;
+  std::function<void(int text_tokens)> on_text_token;
+
+  void run(Engine& engine, EngineRequest text_request, EngineRequest image_request) {
+    std::vector<Submission> subs(2);
+    subs[0].request = std::move(text_request);
+    subs[0].callback = [this](const RequestOutput& out, const RequestOutputDelta& d) {
+      int count = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        count = text_tokens +=
+            static_cast<int>(d.outputs.empty() ? 0 : d.outputs[0].token_ids.size());
+      }
+      if (on_text_token && !d.outputs.empty()) on_text_token(count);
+      finish_if(out, &text);
+    };
+    subs[1].request = std::move(image_request);
+    subs[1].callback = [this, &engine](const RequestOutput& out, const RequestOutputDelta& d) {
+      if (!d.outputs.empty() && !d.outputs[0].token_ids.empty() && text_tokens_at_image_token < 0) {
+        const uint64_t steps = engine.stats().steps;
+        std::lock_guard<std::mutex> lock(mutex);
+        text_tokens_at_image_token = text_tokens;
+        steps_at_image_token = steps;
+      }
+      finish_if(out, &image);
+    };
+    engine.add_requests(std::move(subs));
+    std::unique_lock<std::mutex> lock(mutex);
+    done.wait(lock, [&] { return remaining == 0; });
+  }
+  void finish_if(const RequestOutput& out, RequestOutput* into) {
+    if (!out.finished) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    *into = out;
+    if (--remaining == 0) done.notify_all();
+  }
+};
+
+EngineRequest long_text_request(int max_tokens) {
+  EngineRequest t = image_request("text", {2, 178, 199, 28, 70, 214}, {}, max_tokens);
+  return t;
+}
+
+// The image's encoding is sliced across steps by the step budget (64 tokens: one unit of
+// encoder work per step) while the text request decodes: it gets a token in every step, and
+// the image request's tokens equal those of a roomy budget that encodes in one step.
+TEST(EngineImages, DecodesKeepStreamingWhileAnImageEncodes) {
+  const EngineRequest image = image_request("image", kOneImagePrompt, {test_image(20, 12, 4)});
+  EngineArgs roomy = tiny_args("vision");
+  auto one_shot = make_engine(roomy);
+  const RunResult expected = run_together(*one_shot, {image, long_text_request(30)});
+  EXPECT_EQ(one_shot->stats().encoder_steps, 1u);  // the whole tower in the first step
+
+  EngineArgs args = roomy;
+  args.max_num_batched_tokens = 64;
+  auto engine = make_engine(args);
+  TextBesideImage run;
+  run.run(*engine, long_text_request(30), image);
+  const EngineStats s = engine->stats();
+  const auto layers = static_cast<uint64_t>(engine->model_config().vision->num_hidden_layers);
+  EXPECT_EQ(s.encoder_steps, 3 * layers);  // 240 patches: one block per stage per step
+  EXPECT_GE(s.encoder_steps, 3u);
+  EXPECT_EQ(s.images_encoded, 1u);
+  // Every step up to the image request's first token (its prompt took the steps after the
+  // encode) also gave the text request a token.
+  EXPECT_GT(run.steps_at_image_token, s.encoder_steps);
+  EXPECT_EQ(static_cast<uint64_t>(run.text_tokens_at_image_token), run.steps_at_image_token);
+  expect_same_outputs(expected.outputs[0], run.image, "sliced encode");
+  expect_same_outputs(expected.outputs[1], run.text, "text beside the encode");
+  EXPECT_EQ(s.encodes_in_progress, 0);
+}
+
+// Aborting the image request while its image is half encoded frees its job and its blocks;
+// the text request beside it runs on to the end.
+TEST(EngineImages, AbortMidEncodeFreesEverything) {
+  EngineArgs args = tiny_args("vision");
+  args.max_num_batched_tokens = 16;
+  auto engine = make_engine(args);
+  TextBesideImage run;
+  int64_t in_progress_before_abort = -1;
+  uint64_t encoder_steps_before_abort = 0;
+  run.on_text_token = [&](int count) {
+    if (count != 3) return;
+    const EngineStats s = engine->stats();
+    in_progress_before_abort = s.encodes_in_progress;
+    encoder_steps_before_abort = s.encoder_steps;
+    engine->abort("image");
+  };
+  run.run(*engine, long_text_request(20),
+          image_request("image", kOneImagePrompt, {test_image(20, 12, 5)}));
+  EXPECT_EQ(in_progress_before_abort, 1);
+  EXPECT_GE(encoder_steps_before_abort, 2u);
+  EXPECT_EQ(run.image.outputs[0].finish_reason, "abort");
+  EXPECT_TRUE(run.image.outputs[0].token_ids.empty());
+  EXPECT_EQ(run.text.outputs[0].token_ids.size(), 20u);
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.images_encoded, 0u);
+  EXPECT_EQ(s.encodes_in_progress, 0);
+  for (int b : s.kv_blocks_in_use) EXPECT_EQ(b, 0);
+}
+
+// A running decode's longest inter-token gap while an 896x896 image (280: 256 soft tokens,
+// 2520 patches) is encoded and prefilled, on a real-shape checkpoint. Run by hand:
+//   GEMMASERVE_BENCH_MODEL=/tmp/e2b-bf16 build/tests/engine_images_test
+//     --gtest_also_run_disabled_tests --gtest_filter='*DecodeGapWhileEncoding*'  (one line)
+// Budget 1<<20 fits the whole tower into one step: the one-shot behaviour before slicing.
+TEST(EngineImagesBench, DISABLED_DecodeGapWhileEncoding) {
+  const char* model = std::getenv("GEMMASERVE_BENCH_MODEL");
+  if (model == nullptr) GTEST_SKIP() << "set GEMMASERVE_BENCH_MODEL to a vision checkpoint";
+  for (const int budget : {1 << 20, 8192, 2048}) {
+    EngineArgs args;
+    args.model = model;
+    args.max_model_len = 1024;
+    args.max_num_batched_tokens = budget;
+    args.show_progress = false;
+    auto engine = make_engine(args);
+    using Clock = std::chrono::steady_clock;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<Clock::time_point> text_times;
+    bool image_started = false;
+    Clock::time_point image_first{};
+    EngineRequest text = long_text_request(400);
+    text.prompt_token_ids = {2, 100, 101, 102, 103, 104, 105, 106};
+    engine->add_request(text, [&](const RequestOutput& out, const RequestOutputDelta&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!out.finished) text_times.push_back(Clock::now());
+      cv.notify_all();
+    });
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return text_times.size() >= 2; });
+    }
+    const std::clock_t cpu0 = std::clock();
+    const Clock::time_point t0 = Clock::now();
+    engine->add_request(
+        image_request("image", {2, 100, engine->model_config().image_token_id.value(), 101},
+                      {test_image(896, 896, 7, 280)}, 1),
+        [&](const RequestOutput& out, const RequestOutputDelta&) {
+          if (!out.finished) return;
+          std::lock_guard<std::mutex> lock(mutex);
+          image_first = Clock::now();
+          image_started = true;
+          cv.notify_all();
+        });
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return image_started; });
+    }
+    const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    engine->abort("text");
+    std::lock_guard<std::mutex> lock(mutex);
+    double longest = 0;
+    int tokens = 0;
+    std::string gaps;
+    for (size_t i = 1; i < text_times.size(); ++i) {
+      if (text_times[i] < t0 || text_times[i - 1] > image_first) continue;
+      const double gap = std::chrono::duration<double>(text_times[i] - text_times[i - 1]).count();
+      longest = std::max(longest, gap);
+      gaps += " " + std::to_string(gap).substr(0, 4);
+      ++tokens;
+    }
+    const EngineStats s = engine->stats();
+    std::printf(
+        "GAP budget %d: image TTFT %.2f s wall, %.2f s process CPU; text tokens meanwhile %d, "
+        "longest gap %.2f s; encoder steps %llu, encoder %.2f s; gaps (s):%s\n",
+        budget, std::chrono::duration<double>(image_first - t0).count(), cpu, tokens, longest,
+        static_cast<unsigned long long>(s.encoder_steps), s.encoder_seconds, gaps.c_str());
+  }
 }
 
 }  // namespace

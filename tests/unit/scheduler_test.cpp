@@ -102,6 +102,7 @@ struct StepRecord {
   std::vector<Chunk> chunks;
   std::vector<std::string> preempted;
   std::vector<FinishedRequest> finished;
+  std::vector<std::pair<std::string, size_t>> waiting_for_images;
 };
 
 // Drives the scheduler like the engine loop, checking invariants every step.
@@ -143,6 +144,7 @@ class Harness {
     EXPECT_LE(total, s.config().max_num_batched_tokens + image_overrun);
     EXPECT_LE(s.num_running(), s.config().max_num_seqs);
     rec.preempted = out.preempted;
+    rec.waiting_for_images = out.waiting_for_images;
     if (out.empty()) return rec;
 
     std::vector<StepResult> results;
@@ -537,6 +539,36 @@ TEST(Scheduler, PrefixHitNeverEndsInsideAnImage) {
   // Another image, same tokens: no block from the image's first one on is shared.
   h.s.add_request(image_request("d", tokens_from(40, 1), 6, 24, "other"));
   EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"d", 4, 36, true}}));
+  h.run_to_completion();
+}
+
+// An image not encoded yet stops a running request's chunk before it and keeps a waiting
+// request from starting (it holds the queue), and the step names both images.
+TEST(Scheduler, ChunksStopBeforeImagesThatAreNotReady) {
+  std::set<std::pair<std::string, size_t>> ready;
+  SchedulerConfig config = scheduler_config(4, 64);
+  config.image_ready = [&](const std::string& id, size_t k) { return ready.count({id, k}) > 0; };
+  Harness h(make_scheduler(config));
+  h.image_overrun = 0;
+  h.s.add_request(image_request("a", tokens_from(40, 1), 10, 20));
+  h.s.add_request(image_request("b", tokens_from(20, 100), 0, 20, "other"));
+  h.s.add_request(new_request("c", tokens_from(5, 200), 2));
+  using Blocked = std::vector<std::pair<std::string, size_t>>;
+  StepRecord r = h.step();
+  EXPECT_EQ(r.chunks, (std::vector<Chunk>{{"a", 0, 10, false}}));
+  EXPECT_EQ(r.waiting_for_images, (Blocked{{"a", 0}, {"b", 0}}));
+  r = h.step();  // nothing to compute: both wait for their images
+  EXPECT_TRUE(r.chunks.empty());
+  EXPECT_EQ(r.waiting_for_images, (Blocked{{"a", 0}, {"b", 0}}));
+  ready.insert({"a", 0});
+  r = h.step();
+  EXPECT_EQ(r.chunks, (std::vector<Chunk>{{"a", 10, 30, true}}));
+  EXPECT_EQ(r.waiting_for_images, (Blocked{{"b", 0}}));
+  ready.insert({"b", 0});
+  r = h.step();
+  EXPECT_EQ(r.chunks,
+            (std::vector<Chunk>{{"a", 40, 1, true}, {"b", 0, 20, true}, {"c", 0, 5, true}}));
+  EXPECT_TRUE(r.waiting_for_images.empty());
   h.run_to_completion();
 }
 
