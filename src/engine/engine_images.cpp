@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_state.h"
+#include "engine/image_placeholders.h"
 #include "model/gemma4_image_processor.h"
 #include "model/gemma4_model.h"
 
@@ -41,14 +42,10 @@ void Engine::run_encoder(StepPlan* plan) {
       if (image.rows) continue;
     }
     if (!image.job) {
-      const VisionConfig& vision = *model_->config().vision;
-      Gemma4ImageProcessorOptions options;
-      options.patch_size = vision.patch_size;
-      options.pooling_kernel_size = vision.pooling_kernel_size;
-      options.max_soft_tokens = image.max_soft_tokens;
       const image::RgbImage& rgb = image.image.rgb;
-      const Gemma4ImagePatches patches =
-          gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
+      const Gemma4ImagePatches patches = gemma4_preprocess_image(
+          rgb.pixels, rgb.width, rgb.height,
+          gemma4_processor_options(*model_->config().vision, image.max_soft_tokens));
       std::unique_ptr<VisionEncodeJob> job =
           model_->begin_image_encode({patches.pixel_values, patches.position_ids});
       image.job = std::unique_ptr<VisionEncodeJob, RequestImage::JobRelease>(

@@ -55,12 +55,18 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
   return out;
 }
 
-int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
-                             int max_soft_tokens) {
+Gemma4ImageProcessorOptions gemma4_processor_options(const VisionConfig& vision,
+                                                     int max_soft_tokens) {
   Gemma4ImageProcessorOptions o;
   o.patch_size = vision.patch_size;
   o.pooling_kernel_size = vision.pooling_kernel_size;
   o.max_soft_tokens = max_soft_tokens;
+  return o;
+}
+
+int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
+                             int max_soft_tokens) {
+  const Gemma4ImageProcessorOptions o = gemma4_processor_options(vision, max_soft_tokens);
   const Gemma4ResizeTarget t = gemma4_resize_target(height, width, o);
   const int rows = t.height / o.patch_size;
   const int columns = t.width / o.patch_size;

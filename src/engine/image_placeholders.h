@@ -45,6 +45,12 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
                                          std::span<const int> soft_tokens,
                                          const ImageTokenIds& tokens);
 
+struct Gemma4ImageProcessorOptions;  // model/gemma4_image_processor.h
+
+// The image processor's settings for this vision tower at `max_soft_tokens`.
+Gemma4ImageProcessorOptions gemma4_processor_options(const VisionConfig& vision,
+                                                     int max_soft_tokens);
+
 // Soft tokens of a width x height image at `max_soft_tokens` (HF's _get_num_multimodal_tokens:
 // resize target / patch, / pooling²). InputError where HF's resize raises, or when the patch
 // grid has more patches per side than the tower's position table (position_embedding_size).
