@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -40,7 +41,14 @@ constexpr const char* kUsage =
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
     "  --max-logprobs N (20)\n"
-    "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
+    "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs; more: 503)\n"
+    "  --max-connections N (1024)         open connections; more get 503 and are closed\n"
+    "  --request-timeout S                abort a request S seconds after it was queued (504;\n"
+    "                                     default: no deadline)\n"
+    "  --shutdown-timeout S (0)           on SIGTERM/SIGINT, let running requests finish for up\n"
+    "                                     to S seconds, then abort the rest and exit 0\n"
+    "  --http-timeout S (30)              a client must send a whole request, and take each\n"
+    "                                     write of the answer, within S seconds, or is cut\n"
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
     "images in chat (image_url parts; data: URLs always work):\n"
     "  --allowed-local-media-path DIR     allow file:// URLs under DIR (refused without it)\n"
@@ -55,7 +63,8 @@ constexpr const char* kUsage =
     "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
     "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, --quantization/-q,\n"
+    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, "
+    "--quantization/-q,\n"
     "  ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
@@ -179,6 +188,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
   p.value("--max-logprobs").value("--max-connections");
+  p.value("--request-timeout").value("--shutdown-timeout").value("--http-timeout");
   p.value("--allowed-local-media-path").value("--allowed-media-domains");
   p.value("--image-fetch-timeout");
   p.flag("--disable-media-url-fetch").flag("--disable-media-url-redirects");
@@ -245,6 +255,13 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.max_request_size_bytes = static_cast<size_t>(size_mb) << 20;
   opt.max_logprobs = p.get_int("--max-logprobs", opt.max_logprobs);
   opt.max_connections = p.get_int("--max-connections", opt.max_connections);
+  if (opt.max_connections <= 0) throw InputError("--max-connections must be positive");
+  opt.request_timeout_s = p.get_double("--request-timeout", opt.request_timeout_s);
+  if (opt.request_timeout_s < 0) throw InputError("--request-timeout must not be negative");
+  opt.shutdown_timeout_s = p.get_double("--shutdown-timeout", opt.shutdown_timeout_s);
+  if (opt.shutdown_timeout_s < 0) throw InputError("--shutdown-timeout must not be negative");
+  opt.http_timeout_s = p.get_double("--http-timeout", opt.http_timeout_s);
+  if (!(opt.http_timeout_s > 0)) throw InputError("--http-timeout must be positive");
   opt.media = media_options(p);
   const EngineArgs ea = engine_args_from_flags(p, model);
   if (run_as_tensor_parallel_follower(ea)) return 0;
@@ -299,18 +316,19 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
 
   HttpServer server(ctx);
   const int port = server.bind(opt.host, opt.port);
-  std::thread signal_thread([&server, signals] {
+  std::atomic<bool> listening = true;
+  std::thread signal_thread([&server, &listening, &opt, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (sig != 0) {
-      GS_LOG_INFO << "shutting down (signal " << sig << ")";
-    }
-    server.stop();
+    if (!listening) return;  // the listener ended by itself
+    GS_LOG_INFO << "shutting down (signal " << sig << ")";
+    server.shut_down(opt.shutdown_timeout_s);
   });
   GS_LOG_INFO << "Uvicorn running on http://" << opt.host << ":" << port
               << " (Press CTRL+C to quit)";
   const bool ok = server.listen();
   // Wake the signal thread if the listener ended by itself.
+  listening = false;
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   return ok ? 0 : 1;

@@ -12,6 +12,7 @@
 #include "core/progress_bar.h"
 #include "core/thread_pool.h"
 #include "engine/engine_state.h"
+#include "engine/fault_injection.h"
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stop_checker.h"
@@ -481,6 +482,11 @@ void Engine::abort_all_locked() {
   for (const std::string& id : ids) abort_locked(id);
 }
 
+std::optional<std::string> Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   EngineStats s = counters_;
@@ -515,6 +521,7 @@ void Engine::run_loop() {
   std::vector<Sampled> sampled;
   std::vector<Emission> emissions;
   uint64_t stalled_at = kNotStalled;  // change_count_ when a schedule came back empty
+  uint64_t steps_started = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] {
@@ -538,6 +545,7 @@ void Engine::run_loop() {
     stalled_at = kNotStalled;
     lock.unlock();
     try {
+      if (engine_step_fault(++steps_started)) throw std::runtime_error("injected engine fault");
       run_encoder(&plan);
       attach_images(&plan);
       sampled.clear();

@@ -133,6 +133,8 @@ class Engine {
   bool abort(const std::string& request_id);
 
   EngineStats stats() const;
+  // The error the engine thread stopped with; nullopt while it runs. Any thread.
+  std::optional<std::string> failure() const;
 
   // Token ids of a text prompt: the tokenizer's encoding with exactly one BOS in front.
   // InputError when the engine has no tokenizer.

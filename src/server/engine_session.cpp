@@ -18,6 +18,7 @@ struct EngineSession::State {
   Clock::time_point arrival;
   // Per prompt, per completion index: when its last token arrived (nullopt before the first).
   std::vector<std::vector<std::optional<Clock::time_point>>> last_token;
+  AbortReason abort_reason = AbortReason::kNone;
 };
 
 std::string random_request_id(const std::string& prefix) {
@@ -123,6 +124,25 @@ void EngineSession::abort() {
     }
   }
   for (const std::string& id : unfinished) engine_.abort(id);
+}
+
+}  // namespace gemmaserve
+
+namespace gemmaserve {
+
+void EngineSession::abort(AbortReason reason) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    // A session whose requests all finished keeps its answer.
+    if (state_->remaining == 0) return;
+    if (state_->abort_reason == AbortReason::kNone) state_->abort_reason = reason;
+  }
+  abort();
+}
+
+AbortReason EngineSession::abort_reason() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->abort_reason;
 }
 
 }  // namespace gemmaserve

@@ -22,6 +22,9 @@ struct SessionEvent {
   int num_cached_tokens = -1;
 };
 
+// Why a session was ended from outside before its requests finished.
+enum class AbortReason { kNone, kClientGone, kDeadline, kShutdown };
+
 class EngineSession {
  public:
   EngineSession(Engine& engine, ServerMetrics& metrics);
@@ -37,6 +40,10 @@ class EngineSession {
   bool next_events(std::vector<SessionEvent>* out, std::chrono::milliseconds timeout);
   // Aborts every unfinished request now.
   void abort();
+  // Aborts for `reason` (any thread); the first reason given is kept.
+  void abort(AbortReason reason);
+  AbortReason abort_reason() const;
+  const Engine& engine() const { return engine_; }
 
  private:
   struct State;

@@ -1,12 +1,16 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -14,6 +18,8 @@
 #include "server/api_error.h"
 #include "server/chat_page.h"
 #include "server/chat_rendering.h"
+#include "server/client_stream.h"
+#include "server/connection_monitor.h"
 #include "server/serving_chat.h"
 #include "server/serving_completions.h"
 #include "server/serving_tokenization.h"
@@ -78,6 +84,81 @@ class GrowingTaskQueue : public httplib::TaskQueue {
   bool stopping_ = false;
 };
 
+// httplib's Server with our connection loop: the connection cap, ClientStream's time limits,
+// and the monitor's watch on each request's client (0.11 tells a handler nothing of them).
+class MonitoredServer : public httplib::Server {
+ public:
+  MonitoredServer(ConnectionMonitor& monitor, std::chrono::milliseconds io_timeout)
+      : monitor_(monitor), io_timeout_(io_timeout) {}
+
+  // httplib listens with a backlog of 5; a burst of clients needs the system's maximum.
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+  void refuse(socket_t sock);
+
+  ConnectionMonitor& monitor_;
+  std::chrono::milliseconds io_timeout_;
+};
+
+bool MonitoredServer::process_and_close_socket(socket_t sock) {
+  bool ok = true;
+  if (!monitor_.open(sock)) {
+    refuse(sock);
+  } else {
+    // A fixed send buffer bounds what a client that stops reading can leave queued.
+    const int send_buffer = 256 << 10;
+    setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
+    ClientStream stream(sock, io_timeout_);
+    const auto listening = [this] { return svr_sock_ != INVALID_SOCKET; };
+    for (size_t left = keep_alive_max_count_; left > 0; --left) {
+      if (!stream.wait_for_request(std::chrono::seconds(keep_alive_timeout_sec_), listening)) {
+        break;
+      }
+      stream.start_request();
+      bool closed = false;
+      ok = process_request(stream, left == 1 || !listening(), closed, nullptr);
+      monitor_.release();
+      if (!ok || closed) break;
+    }
+    monitor_.close();
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+// Past --max-connections: a 503 with an OpenAI error, then close. The request is read first
+// (closing with unread bytes would reset the connection and lose the answer).
+void MonitoredServer::refuse(socket_t sock) {
+  ClientStream stream(sock, std::chrono::milliseconds(200));
+  std::array<char, 4096> sink{};
+  stream.start_request();
+  for (size_t total = 0; total < (64u << 10) && stream.is_readable();) {
+    const ssize_t n = stream.read(sink.data(), sink.size());
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+    if (std::string_view(sink.data(), static_cast<size_t>(n)).find("\r\n\r\n") !=
+        std::string_view::npos) {
+      break;
+    }
+  }
+  const std::string body =
+      dump_json(error_json(503, "ServiceUnavailableError",
+                           "Too many open connections (--max-connections " +
+                               std::to_string(monitor_.max_connections()) + "). Retry later.",
+                           std::nullopt));
+  const std::string response =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+  stream.write(response.data(), response.size());
+  ::shutdown(sock, SHUT_WR);
+  stream.start_request();
+  while (stream.is_readable() && stream.read(sink.data(), sink.size()) > 0) {
+  }
+}
+
 std::string status_phrase(int status) {
   switch (status) {
     case 400:
@@ -96,6 +177,8 @@ std::string status_phrase(int status) {
       return "Not Implemented";
     case 503:
       return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
     default:
       return "Error";
   }
@@ -215,18 +298,27 @@ void send_serving_response(httplib::Response& res, ServingResponse response) {
 }  // namespace
 
 HttpServer::HttpServer(ServingContext& ctx)
-    : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
-  const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8));
+    : ctx_(ctx),
+      monitor_(std::make_unique<ConnectionMonitor>(ctx.options.max_connections,
+                                                   ctx.options.request_timeout_s)) {
+  const auto io_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(ctx.options.http_timeout_s, 0.001) * 1000));
+  server_ = std::make_unique<MonitoredServer>(*monitor_, io_timeout);
+  // Connections past the cap still get a thread, to be answered 503 and closed.
+  const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8)) + 64;
   // httplib takes ownership of the returned queue (its API needs a raw pointer).
   server_->new_task_queue = [max_threads] { return new GrowingTaskQueue(max_threads); };
   server_->set_keep_alive_max_count(100000);
   server_->set_payload_max_length(ctx.options.max_request_size_bytes);
-  server_->set_read_timeout(300, 0);
-  server_->set_write_timeout(300, 0);
+  ConnectionMonitor* monitor = monitor_.get();
+  ctx_.watch_session = [monitor](const std::shared_ptr<EngineSession>& s) { monitor->watch(s); };
   register_routes();
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+  ctx_.watch_session = nullptr;
+}
 
 int HttpServer::bind(const std::string& host, int port) {
   const int bound =
@@ -235,6 +327,7 @@ int HttpServer::bind(const std::string& host, int port) {
     throw InputError("cannot listen on " + host + ":" + std::to_string(port) +
                      " (address in use or not available)");
   }
+  static_cast<MonitoredServer&>(*server_).widen_backlog();
   return bound;
 }
 
@@ -242,6 +335,24 @@ bool HttpServer::listen() { return server_->listen_after_bind(); }
 
 void HttpServer::stop() {
   if (server_ && server_->is_running()) server_->stop();
+}
+
+void HttpServer::shut_down(double timeout_s) {
+  ctx_.admission.start_draining();
+  const int running = monitor_->num_watched();
+  GS_LOG_INFO << "draining: " << running << " request(s) in flight, --shutdown-timeout "
+              << timeout_s << " s";
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  if (!monitor_->wait_unwatched(deadline)) {
+    GS_LOG_WARNING << "aborting " << monitor_->num_watched()
+                   << " request(s) still running at the shutdown timeout";
+  }
+  monitor_->abort_all(AbortReason::kShutdown);
+  // Aborted requests answer at once; a client that does not read gets the I/O timeout at most.
+  monitor_->wait_unwatched(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  stop();
+  monitor_->cut_all();  // keep-alive waits and stalled writes end now
 }
 
 void HttpServer::register_routes() {
@@ -274,7 +385,18 @@ void HttpServer::register_routes() {
       }));
 
   register_chat_page(s);
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  // 503 once the engine thread failed or the server drains for shutdown (load balancers stop
+  // sending); vLLM answers its dead engine the same way.
+  s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    if (auto failure = ctx.engine.failure()) {
+      send_error(res, ApiError(503, "ServiceUnavailableError",
+                               "The engine stopped after an error: " + *failure));
+    } else if (ctx.admission.draining()) {
+      send_error(res, ApiError(503, "ServiceUnavailableError", "The server is shutting down."));
+    } else {
+      res.status = 200;
+    }
+  });
   s.Get("/ping", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, ordered_json{{"version", GEMMASERVE_VERSION}});

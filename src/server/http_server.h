@@ -1,6 +1,7 @@
 // The HTTP front of `gemmaserve serve` (cpp-httplib): vLLM's routes, API-key check, body limit,
-// one exception-to-error mapping for every route, and SSE streaming with client-disconnect
-// aborts. Serving logic lives in serving_completions / serving_chat.
+// one exception-to-error mapping for every route, SSE streaming, and the connection rules:
+// cap, slow clients cut, disconnects and deadlines abort, graceful shutdown. Serving logic lives in
+// serving_completions / serving_chat.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,8 @@ class Server;
 
 namespace gemmaserve {
 
+class ConnectionMonitor;
+
 class HttpServer {
  public:
   explicit HttpServer(ServingContext& ctx);
@@ -26,11 +29,15 @@ class HttpServer {
   // Serves until stop(); returns false when the listener failed.
   bool listen();
   void stop();
+  // SIGTERM: new generation requests and /health get 503, running requests get up to
+  // `timeout_s` to finish, the rest are aborted (503), then the listener stops.
+  void shut_down(double timeout_s);
 
  private:
   void register_routes();
 
   ServingContext& ctx_;
+  std::unique_ptr<ConnectionMonitor> monitor_;  // before server_: its threads use it
   std::unique_ptr<httplib::Server> server_;
 };
 

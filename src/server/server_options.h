@@ -24,9 +24,13 @@ struct ServerOptions {
   std::string reasoning_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
   bool disable_log_requests = false;
   size_t max_request_size_bytes = size_t{64} << 20;
-  int max_waiting_requests = 0;  // 0 = 8 x --max-num-seqs
-  int max_logprobs = 20;         // vLLM's --max-logprobs default
-  int max_connections = 1024;    // HTTP worker threads at most (one per open connection)
+  int max_waiting_requests = 0;   // 0 = 8 x --max-num-seqs
+  int max_logprobs = 20;          // vLLM's --max-logprobs default
+  int max_connections = 1024;     // open connections (one thread each); more get 503 and close
+  double request_timeout_s = 0;   // --request-timeout: a request's deadline once queued; 0 = none
+  double shutdown_timeout_s = 0;  // --shutdown-timeout: drain time on SIGTERM (vLLM: 0)
+  // --http-timeout: time to send one whole request, and for the client to take each write.
+  double http_timeout_s = 30;
   // --allowed-local-media-path, --allowed-media-domains, --media-fetch-timeout,
   // --disable-media-url-fetch (and VLLM_MEDIA_URL_ALLOW_REDIRECTS)
   media::MediaConnectorOptions media;

@@ -451,10 +451,9 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs
   er.priority = req.priority;
   er.cache_salt = req.cache_salt;
-  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
   std::vector<EngineRequest> one;
   one.push_back(std::move(er));
-  session->submit(std::move(one));
+  auto session = start_session(ctx, std::move(one));
   if (!ctx.options.disable_log_requests) {
     GS_LOG_INFO << "Received request " << job->id << ": " << job->prompt_ids.size()
                 << " prompt tokens, n=" << params.n << ", max_tokens=" << params.max_tokens

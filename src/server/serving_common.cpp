@@ -19,15 +19,72 @@ void check_model_name(const ServingContext& ctx, const std::optional<std::string
   throw ApiError(404, "NotFoundError", "The model `" + *model + "` does not exist.", "model");
 }
 
-void check_overload(const ServingContext& ctx) {
-  const EngineStats st = ctx.engine.stats();
-  const int limit = ctx.options.max_waiting_requests;
-  if (limit > 0 && st.num_waiting >= limit) {
+namespace {
+
+ApiError shutting_down_error() {
+  return ApiError(503, "ServiceUnavailableError", "The server is shutting down. Retry later.");
+}
+
+void check_waiting(int waiting, int limit) {
+  if (limit > 0 && waiting >= limit) {
     throw ApiError(503, "ServiceUnavailableError",
-                   "The server is overloaded: " + std::to_string(st.num_waiting) +
+                   "The server is overloaded: " + std::to_string(waiting) +
                        " requests are waiting (--max-waiting-requests " + std::to_string(limit) +
                        "). Retry later.");
   }
+}
+
+// The error of a session that ended: aborted from outside (none for a client that is gone), or
+// by a failed engine, which aborts whatever it ran.
+std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
+  const AbortReason reason = session.abort_reason();
+  if (reason == AbortReason::kNone && ended) {
+    if (auto failure = session.engine().failure()) {
+      return ApiError(500, "InternalServerError", "The engine stopped after an error: " + *failure);
+    }
+  }
+  if (reason == AbortReason::kDeadline) {
+    return ApiError(504, "TimeoutError",
+                    "The request did not finish within --request-timeout and was aborted.");
+  }
+  if (reason == AbortReason::kShutdown) return shutting_down_error();
+  return std::nullopt;
+}
+
+}  // namespace
+
+void check_overload(const ServingContext& ctx) {
+  if (ctx.admission.draining()) throw shutting_down_error();
+  check_waiting(ctx.engine.stats().num_waiting, ctx.options.max_waiting_requests);
+}
+
+void AdmissionGate::submit(const Engine& engine, EngineSession& session,
+                           std::vector<EngineRequest> requests, int limit) {
+  int sequences = 0;
+  for (const EngineRequest& r : requests) sequences += std::max(r.params.n, 1);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (draining_) throw shutting_down_error();
+    check_waiting(engine.stats().num_waiting + queuing_, limit);
+    queuing_ += sequences;
+  }
+  try {
+    session.submit(std::move(requests));
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queuing_ -= sequences;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  queuing_ -= sequences;
+}
+
+std::shared_ptr<EngineSession> start_session(ServingContext& ctx,
+                                             std::vector<EngineRequest> requests) {
+  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
+  ctx.admission.submit(ctx.engine, *session, std::move(requests), ctx.options.max_waiting_requests);
+  if (ctx.watch_session) ctx.watch_session(session);
+  return session;
 }
 
 void log_ignored_fields(const std::vector<std::string>& fields) {
@@ -219,6 +276,7 @@ std::vector<RequestOutput> collect_final_outputs(EngineSession& session, size_t 
     }
     events.clear();
   }
+  if (auto error = abort_error(session, true)) throw *error;
   return finals;
 }
 
@@ -227,12 +285,18 @@ StreamEnd pump_stream(EngineSession& session, const SseWrite& write,
   std::vector<SessionEvent> events;
   try {
     while (session.next_events(&events, std::chrono::milliseconds(100))) {
+      if (auto error = abort_error(session, false)) {
+        return write(sse_event(error_json(*error))) ? StreamEnd::kFailed : StreamEnd::kClientGone;
+      }
       if (events.empty()) continue;
       if (!on_events(events)) {
         session.abort();  // the client is gone: free its KV blocks now
         return StreamEnd::kClientGone;
       }
       events.clear();
+    }
+    if (auto error = abort_error(session, true)) {
+      return write(sse_event(error_json(*error))) ? StreamEnd::kFailed : StreamEnd::kClientGone;
     }
   } catch (const std::exception& e) {
     session.abort();

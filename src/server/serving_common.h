@@ -3,10 +3,12 @@
 // logprob token text and the usage object.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -23,6 +25,25 @@
 
 namespace gemmaserve {
 
+// Admission of generation requests: the waiting-queue bound is checked and the requests queued
+// as one step, so simultaneous requests cannot all pass the check; nothing is admitted while the
+// server drains for shutdown.
+class AdmissionGate {
+ public:
+  // Queues the session's requests, or throws 503 ServiceUnavailableError (draining, or
+  // `limit` > 0 sequences already waiting or being queued).
+  void submit(const Engine& engine, EngineSession& session, std::vector<EngineRequest> requests,
+              int limit);
+  // From now on every generation request gets 503 (SIGTERM).
+  void start_draining() { draining_ = true; }
+  bool draining() const { return draining_; }
+
+ private:
+  std::mutex mutex_;
+  int queuing_ = 0;  // sequences between the check and the engine's queue
+  std::atomic<bool> draining_ = false;
+};
+
 struct ServingContext {
   // Throws InputError for a bad --allowed-local-media-path.
   ServingContext(Engine& e, const ServerOptions& o, ServerMetrics& m)
@@ -37,6 +58,10 @@ struct ServingContext {
   bool reasoning_parser = false;              // thinking -> reasoning
   bool tool_parser = false;                   // tool calls -> tool_calls
   std::string bos_token, eos_token;           // token texts for the template
+  AdmissionGate admission;
+  // Set by the HTTP layer: ties a request's session to its client connection (disconnects,
+  // --request-timeout and shutdown abort it). Called on the request's own thread.
+  std::function<void(const std::shared_ptr<EngineSession>&)> watch_session;
   const std::string& model_name() const { return options.served_model_names.front(); }
 };
 
@@ -54,6 +79,9 @@ struct ServingResponse {
 void check_model_name(const ServingContext& ctx, const std::optional<std::string>& model);
 // 503 ServiceUnavailableError when more than --max-waiting-requests wait.
 void check_overload(const ServingContext& ctx);
+// A session with `requests` admitted (AdmissionGate) and queued, watched by the HTTP layer.
+std::shared_ptr<EngineSession> start_session(ServingContext& ctx,
+                                             std::vector<EngineRequest> requests);
 // Logs the request fields that were ignored, as vLLM does.
 void log_ignored_fields(const std::vector<std::string>& fields);
 
@@ -95,6 +123,7 @@ std::string dump_json(const nlohmann::ordered_json& j);
 int64_t unix_time_now();
 
 // Waits for every request of the session to finish; returns the final outputs by prompt.
+// Throws 504 when the session hit --request-timeout, 503 when shutdown aborted it.
 std::vector<RequestOutput> collect_final_outputs(EngineSession& session, size_t num_prompts);
 
 enum class StreamEnd { kFinished, kFailed, kClientGone };

@@ -1,0 +1,14 @@
+// Test-only faults: with the CMake option GEMMASERVE_FAULT_INJECTION (off in normal builds), the
+// environment variable GEMMASERVE_FAULT_ENGINE_STEP=N makes the engine thread's Nth step throw,
+// so tests can see what a failed engine looks like from outside (/health, requests).
+#pragma once
+
+#include <cstdint>
+
+namespace gemmaserve {
+
+// Whether the engine step numbered `step` (1 = the first) must fail. Always false when the
+// build has no fault injection.
+bool engine_step_fault(uint64_t step);
+
+}  // namespace gemmaserve
