@@ -131,8 +131,12 @@ class Soak:
             if status != 200:
                 return self.bad(kind, f"status {status}: {rbody[:160]!r}")
             if stream:
-                if not rbody.rstrip().endswith(b"data: [DONE]") or b'"error"' in rbody:
+                events = [e[len(b"data: "):] for e in rbody.split(b"\n\n") if e]
+                if not events or events[-1] != b"[DONE]":
                     return self.bad(kind, f"stream did not finish: {rbody[-160:]!r}")
+                # An error event is an object with a top-level "error" (text may say "error").
+                if any("error" in json.loads(e) for e in events[:-1]):
+                    return self.bad(kind, f"error event: {rbody[-160:]!r}")
             else:
                 obj = json.loads(rbody)
                 if not obj.get("choices") or obj["choices"][0].get("finish_reason") is None:
@@ -202,6 +206,8 @@ class Soak:
                 self.connection_errors += 1
                 if len(self.unexpected) < 50:
                     self.unexpected.append(f"connection error: {e!r}")
+            except Exception as e:  # noqa: BLE001 - a body that does not parse, say
+                self.bad("exception", repr(e))
             self.clients_started.add(index)
             if self.full_concurrency_at is None and len(self.clients_started) == self.a.clients:
                 self.full_concurrency_at = time.monotonic()
