@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -297,6 +298,24 @@ void send_serving_response(httplib::Response& res, ServingResponse response) {
 
 }  // namespace
 
+namespace {
+
+// One descriptor per connection (plus the model's files): a soft limit of 1024 would refuse
+// connections below --max-connections, so raise it toward the hard limit.
+void raise_descriptor_limit(int max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(max_connections) + 256;
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < wanted) {
+    GS_LOG_WARNING << "open-file limit " << limit.rlim_cur << " is below --max-connections "
+                   << max_connections << " + 256; raise it with ulimit -n";
+  }
+}
+
+}  // namespace
+
 HttpServer::HttpServer(ServingContext& ctx)
     : ctx_(ctx),
       monitor_(std::make_unique<ConnectionMonitor>(ctx.options.max_connections,
@@ -304,6 +323,7 @@ HttpServer::HttpServer(ServingContext& ctx)
   const auto io_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::max(ctx.options.http_timeout_s, 0.001) * 1000));
   server_ = std::make_unique<MonitoredServer>(*monitor_, io_timeout);
+  raise_descriptor_limit(ctx.options.max_connections);
   // Connections past the cap still get a thread, to be answered 503 and closed.
   const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8)) + 64;
   // httplib takes ownership of the returned queue (its API needs a raw pointer).
