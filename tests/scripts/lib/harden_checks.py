@@ -185,6 +185,32 @@ def stream_disconnect_decode(args):
     print(f"streaming disconnect mid-decode: idle {took:.3f} s after close")
 
 
+def disconnect_mid_write(args):
+    """A large non-streamed answer (n=4, logprobs 20): the client reads 64 KiB of it and leaves
+    while the server writes; the server stays healthy and idle."""
+    host, port = host_port(args.base_url)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, port))
+    payload = json.dumps(long_completion(args, False, max_tokens=400, n=4, logprobs=20)).encode()
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
+               f"application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload)
+    s.settimeout(60)
+    got = b""
+    while len(got) < 65536:
+        chunk = s.recv(4096)
+        expect(chunk, f"answer ended after {len(got)} bytes")
+        got += chunk
+    expect(got.startswith(b"HTTP/1.1 200"), f"answer {got[:80]!r}")
+    length = int(re.search(rb"Content-Length: (\d+)", got).group(1))
+    expect(length > 4 * len(got), f"answer of {length} bytes is too small to leave mid-write")
+    s.close()
+    wait_idle(args.base_url, 5)
+    status, _, _ = http(args.base_url, "GET", "/health")
+    expect(status == 200, "server unhealthy after a client left mid-write")
+    print(f"disconnect mid-write: left after 64 KiB of a {length}-byte answer; healthy and idle")
+
+
 def slow_reader(args):
     before = aborted(metrics(args.base_url))
     host, port = host_port(args.base_url)
@@ -471,7 +497,8 @@ def failed_engine(args):
 
 
 CHECKS = {f.__name__: f for f in [
-    nonstream_disconnect, stream_disconnect_prefill, stream_disconnect_decode, slow_reader,
+    nonstream_disconnect, stream_disconnect_prefill, stream_disconnect_decode,
+    disconnect_mid_write, slow_reader,
     slow_sender, queue_full_and_deadline, thousand_connections, connection_cap, drain_in_flight,
     abort_at_timeout, preempted_abort, failed_engine]}
 
