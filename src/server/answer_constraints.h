@@ -1,7 +1,7 @@
 // The AnswerConstraint a chat or completion request asks for: tool_choice "required" or a named
-// function (the Gemma 4 tool-call opening forced), response_format json_object (one JSON object),
-// structured outputs (json_schema, regex, choice, grammar).
-// vLLM enforces both by structured output; here they are token masks the engine applies.
+// function (whole Gemma 4 tool calls with schema-valid arguments), response_format json_object (one
+// JSON object), structured outputs (json_schema, regex, choice, grammar). vLLM enforces both by
+// structured output; here they are token masks the engine applies.
 #pragma once
 
 #include <optional>
@@ -14,10 +14,11 @@
 
 namespace gemmaserve {
 
-// tool_choice "required" or a named function as the answer's forced opening: the Gemma 4
-// tool-call marker, then "call:NAME{" for the named tool or for any of the request's tools. The
-// model may think first unless `prompt` closed the thought channel (thinking off). Nullopt when
-// the vocabulary has no Gemma 4 tool-call marker.
+// tool_choice "required" (one or more calls to the request's tools) or a named function (exactly
+// one call to it) as a Gemma 4 tool-call grammar: each call's arguments valid under the tool's
+// parameter schema (engine/structured/gemma4_tool_call_grammar.h). The model may think first
+// unless `prompt` closed the thought channel (thinking off). Nullopt when the vocabulary has no
+// Gemma 4 tool-call marker.
 std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, const ChatRequest& req,
                                                        std::string_view prompt);
 

@@ -156,7 +156,8 @@ std::vector<BadRequest> bad_requests() {
       {"json_object with a forced tool call", "POST", H,
        chat(
            R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"})"),
-       400, "BadRequestError", "response_format"},
+       400, "BadRequestError", "response_format", true,
+       "You can only either use constraints for structured outputs or tools, not both."},
       {"unknown model", "POST", C, R"({"model":"nope","prompt":"hi"})", 404, "NotFoundError",
        "model", true, "The model `nope` does not exist."},
       {"chat unknown model", "POST", H,

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/json_object_grammar.h"
 #include "engine/structured/ebnf_compiler.h"
+#include "engine/structured/gemma4_tool_call_grammar.h"
 #include "engine/structured/json_schema_compiler.h"
 #include "engine/structured/regex_compiler.h"
 
@@ -75,6 +76,8 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
     g.set_root(g.one_of(std::move(texts)).index);
   } else if (kind == "grammar") {
     compile_ebnf(&g, spec);
+  } else if (kind == "gemma4_tool_call") {  // the server's own spec (tool_choice), never a client's
+    compile_gemma4_tool_calls(&g, nlohmann::ordered_json::parse(spec));
   } else {
     throw InputError("unknown structured output kind '" + std::string(kind) + "'");
   }
