@@ -45,15 +45,20 @@ std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, con
   nlohmann::ordered_json markers = nlohmann::ordered_json::array();
   for (std::string_view m : gemma4_marker_texts()) markers.push_back(std::string(m));
   // vLLM: one call to the named function; "required" an array of at least one call.
+  AnswerConstraint c = text_answer_constraint(tok, /*gemma4=*/true, prompt);
+  // The call's own markers are its syntax (written by their tokens), not stray marker text.
+  nlohmann::ordered_json marker_tokens = nlohmann::ordered_json::object();
+  for (std::string_view syntax : {kToolCallStart, kToolCallEnd, kStringDelimiter}) {
+    const int32_t id = single_token_id(tok, syntax);
+    if (id < 0) continue;
+    std::erase(c.never, id);
+    marker_tokens[std::string(syntax)] = id;
+  }
   const nlohmann::ordered_json spec = {
       {"tools", std::move(tools)},
       {"calls", req.tool_choice == "function" ? "one" : "one_or_more"},
-      {"markers", std::move(markers)}};
-  AnswerConstraint c = text_answer_constraint(tok, /*gemma4=*/true, prompt);
-  // The call's own markers are its syntax, not stray marker text.
-  for (std::string_view syntax : {kToolCallStart, kToolCallEnd, kStringDelimiter}) {
-    std::erase(c.never, single_token_id(tok, syntax));
-  }
+      {"markers", std::move(markers)},
+      {"marker_tokens", std::move(marker_tokens)}};
   c.structured_kind = "gemma4_tool_call";
   c.structured_spec = spec.dump();
   return c;

@@ -153,7 +153,7 @@ const api = {
       type: 'function', function: { name, parameters: { type: 'object', properties } },
     });
     const tools = [fn('get_weather', { city: { type: 'string' } }), fn('get_time')];
-    const body = { model: MODEL, messages: user('Weather in Paris?'), max_tokens: 12, temperature: 0 };
+    const body = { model: MODEL, messages: user('Weather in Paris?'), max_tokens: 48, temperature: 0 };
     const named = await client.chat.completions.create({
       ...body, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
     });

@@ -46,11 +46,14 @@ json markers() {
   return m;
 }
 
-// The spec the server builds: `calls` "one" (a named function) or "one_or_more" ("required").
-std::string spec(const std::string& calls, bool with_time = true) {
-  json tools = json::array({{{"name", "get_weather"}, {"parameters", kWeather}}});
-  if (with_time) tools.push_back({{"name", "get_time"}, {"parameters", nullptr}});
-  return json{{"tools", tools}, {"calls", calls}, {"markers", markers()}}.dump();
+// The spec the server builds: `calls` "one" (a named function) or "one_or_more" ("required");
+// with `tokens` the markers are vocabulary()'s tokens, else text.
+std::string spec(const std::string& calls, bool tokens = false) {
+  json tools = json::array({{{"name", "get_weather"}, {"parameters", kWeather}},
+                            {{"name", "get_time"}, {"parameters", nullptr}}});
+  json s = {{"tools", tools}, {"calls", calls}, {"markers", markers()}};
+  if (tokens) s["marker_tokens"] = {{"<|tool_call>", 2}, {"<tool_call|>", 3}, {"<|\"|>", 4}};
+  return s.dump();
 }
 
 std::string error_of(const json& tools) {
@@ -171,7 +174,16 @@ TEST(Gemma4ToolCallGrammar, MasksAreExactlyTheTokensSomeCallContinuesWith) {
   const Tokenizer tok = vocabulary();
   const JsonTokenTrie trie(tok);
   const int vocab = static_cast<int>(tok.vocab_size());
-  const CompiledGrammar cg(build_grammar("gemma4_tool_call", spec("one_or_more")));
+  const CompiledGrammar cg(build_grammar("gemma4_tool_call", spec("one_or_more", true)));
+  // The grammar reads each marker token as its private byte.
+  auto privately = [&](std::string text) {
+    for (const auto& [id, byte] : cg.grammar().private_tokens()) {
+      const std::string marker = trie.bytes(id);
+      for (size_t at; (at = text.find(marker)) != std::string::npos;)
+        text.replace(at, marker.size(), byte);
+    }
+    return text;
+  };
   GrammarMatcher m(cg.grammar());
   const std::vector<std::string> prefixes = {
       "",
@@ -192,7 +204,7 @@ TEST(Gemma4ToolCallGrammar, MasksAreExactlyTheTokensSomeCallContinuesWith) {
   for (int round = 0; round < 2; ++round) {  // the second round reuses the cached masks
     for (const std::string& prefix : prefixes) {
       GrammarState s = m.initial();
-      ASSERT_TRUE(m.feed(&s, prefix)) << prefix;
+      ASSERT_TRUE(m.feed(&s, privately(prefix))) << prefix;
       const auto bits = cg.allowed(trie, vocab, s, &m);
       EXPECT_EQ(mask_ids(*bits, vocab), brute_force(cg.grammar(), trie, vocab, s)) << prefix;
     }
@@ -200,19 +212,27 @@ TEST(Gemma4ToolCallGrammar, MasksAreExactlyTheTokensSomeCallContinuesWith) {
   // By hand: inside a string after "a<|", '"' may only go on as the closing delimiter, and the
   // whole delimiter token closes it; the start takes the call marker (and its spelling).
   GrammarState s = m.initial();
-  ASSERT_TRUE(m.feed(&s, "<|tool_call>call:get_weather{city:<|\"|>a"));
+  ASSERT_TRUE(m.feed(&s, privately("<|tool_call>call:get_weather{city:<|\"|>a")));
   const auto bits = cg.allowed(trie, vocab, s, &m);
   auto allowed = [&](int32_t id) { return (*bits)[static_cast<size_t>(id) / 64] >> (id % 64) & 1; };
   EXPECT_TRUE(allowed(4));    // <|"|>
   EXPECT_TRUE(allowed(25));   // Paris
   EXPECT_FALSE(allowed(2));   // <|tool_call> inside a string
   EXPECT_FALSE(allowed(24));  // <|tool_response>
+  // After an enum's text only the delimiter token may close it, never "<" or "<|" spelling it.
+  GrammarState enum_end = m.initial();
+  ASSERT_TRUE(
+      m.feed(&enum_end, privately("<|tool_call>call:get_weather{city:<|\"|>a<|\"|>,unit:<|\"|>c")));
+  EXPECT_EQ(mask_ids(*cg.allowed(trie, vocab, enum_end, &m), vocab), (Ids{4}));
+  // A call opens with the marker token only.
+  GrammarState first = m.initial();
+  EXPECT_EQ(mask_ids(*cg.allowed(trie, vocab, first, &m), vocab), (Ids{2}));
 }
 
 // Delimiters and closers are made likely so strings and objects end.
 std::vector<std::string> sample_calls(const std::string& calls, int seeds) {
-  return sample_answers(vocabulary(), "gemma4_tool_call", spec(calls), seeds, {1, 3, 4, 9, 27},
-                        4.0f, 600);
+  return sample_answers(vocabulary(), "gemma4_tool_call", spec(calls, true), seeds,
+                        {1, 3, 4, 9, 27}, 4.0f, 600);
 }
 
 // A hand check of kWeather's arguments (no validator library).

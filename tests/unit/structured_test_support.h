@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -40,7 +41,7 @@ inline std::vector<int32_t> mask_ids(const TokenBits& bits, int vocab) {
   return ids;
 }
 
-// The brute-force mask: every token whose bytes the state takes, one by one.
+// The brute-force mask: every token whose bytes (or private byte) the state takes, one by one.
 inline std::vector<int32_t> brute_force(const Grammar& g, const JsonTokenTrie& trie, int vocab,
                                         const GrammarState& s) {
   std::vector<int32_t> out;
@@ -50,6 +51,12 @@ inline std::vector<int32_t> brute_force(const Grammar& g, const JsonTokenTrie& t
     GrammarState t = s;
     if (m.feed(&t, trie.bytes(id))) out.push_back(id);
   }
+  for (const auto& [id, bytes] : g.private_tokens()) {
+    GrammarState t = s;
+    if (m.feed(&t, bytes)) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

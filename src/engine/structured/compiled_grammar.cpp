@@ -45,10 +45,23 @@ std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& t
   std::vector<int32_t> ids;
   for (const EscapeNode& e : shared->escapes)
     matcher->walk_escape(trie, state, kKeptFrames, e, &ids);
+  GrammarState next;
+  for (const auto& [id, bytes] : grammar_.private_tokens()) {
+    if (id < vocab_size && matcher->advance(state, static_cast<uint8_t>(bytes[0]), &next)) {
+      ids.push_back(id);
+    }
+  }
   set_bits(ids, bits.get());
   std::lock_guard<std::mutex> lock(mutex_);
   masks_.put(key, bits);
   return bits;
+}
+
+std::string_view CompiledGrammar::token_bytes(const JsonTokenTrie& trie, int32_t id) const {
+  for (const auto& [token, bytes] : grammar_.private_tokens()) {
+    if (token == id) return bytes;
+  }
+  return trie.bytes(id);
 }
 
 Grammar build_grammar(std::string_view kind, std::string_view spec) {

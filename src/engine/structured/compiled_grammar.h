@@ -68,6 +68,8 @@ class CompiledGrammar {
   std::shared_ptr<const TokenBits> allowed(const JsonTokenTrie& trie, int vocab_size,
                                            const GrammarState& state,
                                            GrammarMatcher* matcher) const;
+  // The bytes the grammar reads for token `id`: its private byte, else its trie bytes.
+  std::string_view token_bytes(const JsonTokenTrie& trie, int32_t id) const;
 
  private:
   // The part of a mask the kept frames decide, and where the rest must look below them.

@@ -73,14 +73,14 @@ Grammar::Symbol gemma4_bounded_text(Grammar* g, int min, int max) {
   return g->repeat({c}, min, max);
 }
 
-std::string gemma4_literal(const json& v, const std::vector<std::string>& markers) {
+std::string gemma4_literal(const json& v, const SchemaSyntax& syntax) {
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    if (contains_marker(s, markers)) {
+    if (contains_marker(s, syntax.gemma4_markers)) {
       throw InputError("a Gemma 4 tool argument cannot hold the marker text in '" + s + "'");
     }
-    std::string out(kGemma4StringDelimiter);
-    out.append(s).append(kGemma4StringDelimiter);
+    std::string out(syntax.gemma4_delimiter);
+    out.append(s).append(syntax.gemma4_delimiter);
     return out;
   }
   if (v.is_object()) {
@@ -92,7 +92,7 @@ std::string gemma4_literal(const json& v, const std::vector<std::string>& marker
     std::string out = "{";
     for (const std::string& k : keys) {
       if (out.size() > 1) out += ',';
-      out.append(gemma4_key(k, markers)).append(":").append(gemma4_literal(v.at(k), markers));
+      out.append(gemma4_key(k, syntax)).append(":").append(gemma4_literal(v.at(k), syntax));
     }
     return out + '}';
   }
@@ -100,18 +100,18 @@ std::string gemma4_literal(const json& v, const std::vector<std::string>& marker
     std::string out = "[";
     for (const json& x : v) {
       if (out.size() > 1) out.push_back(',');
-      out.append(gemma4_literal(x, markers));
+      out.append(gemma4_literal(x, syntax));
     }
     return out + ']';
   }
   return v.dump();  // numbers, true, false, null
 }
 
-std::string gemma4_key(const std::string& name, const std::vector<std::string>& markers) {
+std::string gemma4_key(const std::string& name, const SchemaSyntax& syntax) {
   const bool bare = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return name_byte(static_cast<unsigned char>(c)) || c == '$';
   });
-  return bare ? name : gemma4_literal(json(name), markers);
+  return bare ? name : gemma4_literal(json(name), syntax);
 }
 
 Grammar::Symbol gemma4_any_key(Grammar* g) {
@@ -149,6 +149,13 @@ void compile_gemma4_tool_calls(Grammar* g, const json& spec) {
   if (spec.contains("markers")) {
     for (const json& m : spec.at("markers")) syntax.gemma4_markers.push_back(m.get<std::string>());
   }
+  // A marker's text in the grammar: its token's private byte when the spec names the token.
+  auto marker = [&](std::string_view text) {
+    const json* tokens = spec.contains("marker_tokens") ? &spec.at("marker_tokens") : nullptr;
+    if (tokens == nullptr || !tokens->contains(text)) return std::string(text);
+    return std::string(1, static_cast<char>(g->private_byte(tokens->at(text).get<int32_t>())));
+  };
+  syntax.gemma4_delimiter = marker(kGemma4StringDelimiter);
   const json& tools = spec.at("tools");
   if (!tools.is_array() || tools.empty()) throw InputError("tool_choice needs at least one tool");
   std::vector<Seq> calls;
@@ -173,9 +180,9 @@ void compile_gemma4_tool_calls(Grammar* g, const json& spec) {
       schema = *params;
       schema["type"] = "object";
     }
-    Seq call = g->literal(std::string(kGemma4ToolCallStart) + "call:" + name);
+    Seq call = g->literal(marker(kGemma4ToolCallStart) + "call:" + name);
     call.push_back(compile_schema_value(g, schema, syntax));
-    const Seq end = g->literal(kGemma4ToolCallEnd);
+    const Seq end = g->literal(marker(kGemma4ToolCallEnd));
     call.insert(call.end(), end.begin(), end.end());
     calls.push_back(std::move(call));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/structured/grammar.h"
+#include "engine/structured/json_schema_compiler.h"
 
 namespace gemmaserve::structured {
 
@@ -20,7 +21,9 @@ inline constexpr std::string_view kGemma4StringDelimiter = "<|\"|>";
 
 // `spec`: {"tools": [{"name": NAME, "parameters": SCHEMA or null}, ...], "calls": "one" (exactly
 // one call, a named function) or "one_or_more" (tool_choice "required"), "markers": [the texts
-// a string value may not contain: every marker the tool parser acts on]}. Missing or empty
+// a string value may not contain: every marker the tool parser acts on], "marker_tokens":
+// {"<|tool_call>": ID, "<tool_call|>": ID, "<|\"|>": ID} (optional: these markers as private
+// tokens, so only the marker token writes one, never its text spelled by others)}. Missing or empty
 // parameters take no arguments ({}), as vLLM's schema for them. Sets g's root; InputError for a
 // name the parser cannot read back, parameters that are not an object schema, or what
 // compile_schema_value refuses.
@@ -35,10 +38,9 @@ Grammar::Symbol gemma4_free_text(Grammar* g, const std::vector<std::string>& mar
 // tracking marker prefixes at once would multiply the rules.
 Grammar::Symbol gemma4_bounded_text(Grammar* g, int min, int max);
 // A value as format_argument writes it; InputError when a string in it holds a marker.
-std::string gemma4_literal(const nlohmann::ordered_json& v,
-                           const std::vector<std::string>& markers);
+std::string gemma4_literal(const nlohmann::ordered_json& v, const SchemaSyntax& syntax);
 // An object key: bare when the parser reads it back bare, else between delimiters.
-std::string gemma4_key(const std::string& name, const std::vector<std::string>& markers);
+std::string gemma4_key(const std::string& name, const SchemaSyntax& syntax);
 // A key of additional properties: [A-Za-z_][A-Za-z0-9_]*.
 Grammar::Symbol gemma4_any_key(Grammar* g);
 // JSON's number with at most 16 integer digits and a 1-2 digit exponent: Python's float() (the

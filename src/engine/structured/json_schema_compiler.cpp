@@ -294,7 +294,7 @@ class SchemaCompiler {
 
  private:
   std::string literal(const json& v) const {
-    return syntax_.gemma4 ? gemma4_literal(v, syntax_.gemma4_markers) : v.dump();
+    return syntax_.gemma4 ? gemma4_literal(v, syntax_) : v.dump();
   }
 
   Sym number_rule() {
@@ -306,16 +306,15 @@ class SchemaCompiler {
   Sym any_key() { return syntax_.gemma4 ? gemma4_any_key(&g_) : string_any(); }
 
   Seq key(const std::string& name) {
-    return g_.literal(syntax_.gemma4 ? gemma4_key(name, syntax_.gemma4_markers)
-                                     : json(name).dump());
+    return g_.literal(syntax_.gemma4 ? gemma4_key(name, syntax_) : json(name).dump());
   }
 
   // A string value around `body`.
   Sym quoted(Sym body) {
     if (!syntax_.gemma4) return g_.choice({{g_.byte('"'), body, g_.byte('"')}}, "string");
-    Seq seq = g_.literal(kGemma4StringDelimiter);
+    Seq seq = g_.literal(syntax_.gemma4_delimiter);
     seq.push_back(body);
-    const Seq close = g_.literal(kGemma4StringDelimiter);
+    const Seq close = g_.literal(syntax_.gemma4_delimiter);
     seq.insert(seq.end(), close.begin(), close.end());
     return g_.choice({std::move(seq)}, "string");
   }

@@ -30,6 +30,7 @@ struct SchemaSyntax {
   // one of `gemma4_markers`.
   bool gemma4 = false;
   std::vector<std::string> gemma4_markers;
+  std::string gemma4_delimiter = "<|\"|>";  // or its token's private byte (Grammar::private_byte)
   // JSON's blank space between tokens: xgrammar's any_whitespace (capped runs) unless
   // disabled (vLLM's disable_any_whitespace) or given as a regex (whitespace_pattern).
   bool any_whitespace = true;
