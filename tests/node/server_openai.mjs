@@ -184,6 +184,37 @@ const api = {
     // vLLM: "stop" for a named function, streamed or not (OpenAI's rule).
     assert.notEqual(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
   },
+  async chatToolChoiceArgumentsFollowTheSchema() {
+    // The arguments follow the tool's parameter schema (bounded so random weights finish).
+    const parameters = {
+      type: 'object',
+      properties: {
+        city: { type: 'string', maxLength: 6 },
+        unit: { enum: ['celsius', 'fahrenheit'] },
+        days: { type: 'integer', minimum: 1, maximum: 7 },
+      },
+      required: ['city', 'unit'],
+    };
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters } }];
+    for (const seed of [1, 2, 3, 4]) {
+      for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+        const r = await client.chat.completions.create({
+          model: MODEL, messages: user('Weather in Paris?'), max_tokens: 200, temperature: 1, seed,
+          tools, tool_choice, chat_template_kwargs: { enable_thinking: false },
+        });
+        const calls = r.choices[0].message.tool_calls;
+        assert.ok(calls.length >= 1, JSON.stringify(r));
+        for (const c of calls) {
+          const a = JSON.parse(c.function.arguments);
+          assert.equal(typeof a.city, 'string', c.function.arguments);
+          assert.ok([...a.city].length <= 6, c.function.arguments);
+          assert.ok(['celsius', 'fahrenheit'].includes(a.unit), c.function.arguments);
+          if ('days' in a) assert.ok(Number.isInteger(a.days) && a.days >= 1 && a.days <= 7);
+          for (const k of Object.keys(a)) assert.ok(k in parameters.properties, k);
+        }
+      }
+    }
+  },
   async jsonObjectResponseFormat() {
     // Random weights write whatever: the mask keeps every answer a JSON object (or its
     // beginning, when max_tokens cuts it).
