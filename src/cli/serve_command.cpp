@@ -39,6 +39,10 @@ constexpr const char* kUsage =
     "  --default-chat-template-kwargs JSON e.g. '{\"enable_thinking\": true}'\n"
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
+    "  --structured-outputs-config JSON  '{\"disable_any_whitespace\": true}': JSON answers "
+    "without\n"
+    "                                     blank space (the other keys, vLLM's backends, are "
+    "ignored)\n"
     "  --max-logprobs N (20)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs)\n"
     "  --disable-log-requests  --uvicorn-log-level debug|info|warning|error|critical\n"
@@ -55,7 +59,8 @@ constexpr const char* kUsage =
     "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
     "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, --quantization/-q,\n"
+    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, "
+    "--quantization/-q,\n"
     "  ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
@@ -178,7 +183,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
-  p.value("--max-logprobs").value("--max-connections");
+  p.value("--max-logprobs").value("--max-connections").value("--structured-outputs-config");
   p.value("--allowed-local-media-path").value("--allowed-media-domains");
   p.value("--image-fetch-timeout");
   p.flag("--disable-media-url-fetch").flag("--disable-media-url-redirects");
@@ -228,6 +233,20 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   if (auto kw = p.get("--default-chat-template-kwargs")) {
     opt.default_chat_template_kwargs =
         parse_json_object_flag("--default-chat-template-kwargs", *kw);
+  }
+  if (auto so = p.get("--structured-outputs-config")) {
+    const ordered_json config = parse_json_object_flag("--structured-outputs-config", *so);
+    for (const auto& [key, value] : config.items()) {
+      if (key != "disable_any_whitespace") {
+        GS_LOG_WARNING << "--structured-outputs-config: '" << key << "' is ignored (gemmaserve "
+                       << "has one structured-output backend)";
+      } else if (!value.is_boolean()) {
+        throw InputError(
+            "--structured-outputs-config: disable_any_whitespace must be true or false");
+      } else {
+        opt.disable_any_whitespace = value.get<bool>();
+      }
+    }
   }
   opt.enable_auto_tool_choice = p.get_flag("--enable-auto-tool-choice");
   opt.tool_call_parser = p.get("--tool-call-parser").value_or("");

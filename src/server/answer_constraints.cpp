@@ -80,6 +80,28 @@ AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
   return c;
 }
 
+void apply_json_whitespace(AnswerConstraint* c, bool disable_any_whitespace,
+                           const std::optional<std::string>& whitespace_pattern) {
+  if (!disable_any_whitespace && !whitespace_pattern) return;
+  std::string schema;
+  if (c->json_object) {
+    schema = R"({"type":"object"})";
+  } else if (c->structured_kind == "json") {
+    schema = c->structured_spec;
+  } else {
+    return;
+  }
+  c->json_object = false;
+  c->structured_kind = "json_with_whitespace";
+  c->structured_spec = nlohmann::ordered_json{
+      {"schema", schema},
+      {"any_whitespace", !disable_any_whitespace},
+      {"whitespace_pattern",
+       whitespace_pattern
+           ? nlohmann::ordered_json(*whitespace_pattern)
+           : nullptr}}.dump();
+}
+
 AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
                                         std::string_view chat_prompt) {
   AnswerConstraint c;

@@ -34,6 +34,12 @@ AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
                                               std::string_view chat_prompt, std::string kind,
                                               std::string spec);
 
+// vLLM's disable_any_whitespace / whitespace_pattern on a json or json_object constraint: the
+// kind becomes "json_with_whitespace" (json_object as the schema {"type": "object"}). Other kinds
+// have no JSON blank space and are left as they are, as in vLLM.
+void apply_json_whitespace(AnswerConstraint* c, bool disable_any_whitespace,
+                           const std::optional<std::string>& whitespace_pattern);
+
 // What both share: the never list (Gemma 4 markers, <unusedN>) and the leading thought channel.
 AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
                                         std::string_view chat_prompt);

@@ -417,6 +417,9 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
     params.answer_constraint->json_object = req.json_object;
     params.answer_constraint->structured_kind = req.structured_kind;
     params.answer_constraint->structured_spec = req.structured_spec;
+    apply_json_whitespace(&*params.answer_constraint,
+                          req.disable_any_whitespace || ctx.options.disable_any_whitespace,
+                          req.whitespace_pattern);
   }
   job->parse.parse_reasoning = ctx.reasoning_parser;
   job->parse.parse_tools = job->forced_tool_call || (ctx.tool_parser && req.tool_choice != "none");

@@ -449,6 +449,13 @@ TEST(ServeCommandTest, FlagMistakesFailFastWithAMessage) {
   EXPECT_NE(bad_kwargs.out.find("--default-chat-template-kwargs: must be a JSON object"),
             std::string::npos)
       << bad_kwargs.out;
+  auto bad_so = run_command(bin + " serve /nonexistent --structured-outputs-config " +
+                            "'{\"disable_any_whitespace\": 1}' 2>&1");
+  EXPECT_EQ(bad_so.exit_code, 2);
+  EXPECT_NE(bad_so.out.find("--structured-outputs-config: disable_any_whitespace must be true or "
+                            "false"),
+            std::string::npos)
+      << bad_so.out;
   auto bad_parser = run_command(bin + " serve /nonexistent --reasoning-parser deepseek_r1 2>&1");
   EXPECT_EQ(bad_parser.exit_code, 2);
   EXPECT_NE(bad_parser.out.find("unknown parser 'deepseek_r1'"), std::string::npos)

@@ -19,8 +19,14 @@ using nlohmann::json;
 class ServerToolChoiceTest : public TinyChatServerTest<ServerToolChoiceTest> {
  public:
   static std::vector<std::string> server_flags() {
-    return {"--served-model-name",     "m",  "--max-model-len", "2048",
-            "--kv-cache-memory-bytes", "64M"};
+    return {"--served-model-name",
+            "m",
+            "--max-model-len",
+            "2048",
+            "--kv-cache-memory-bytes",
+            "64M",
+            "--structured-outputs-config",
+            R"({"disable_any_whitespace": true, "backend": "xgrammar"})"};
   }
 
  protected:
@@ -190,11 +196,14 @@ TEST_F(ServerToolChoiceTest, StructuredOutputsWithAForcedCallAreRefused) {
   EXPECT_EQ(e["message"],
             "You can only either use constraints for structured outputs or tools, not both.");
   EXPECT_EQ(e["param"], "response_format");
-  // With tool_choice "auto" the format applies to the whole answer, as in vLLM.
+  // With tool_choice "auto" the format applies to the whole answer, as in vLLM; this server's
+  // --structured-outputs-config leaves no blank space in it.
   body["tool_choice"] = "auto";
   body["response_format"] = {{"type", "json_object"}};
-  body["max_tokens"] = 8;
-  EXPECT_EQ(raw_post(body)->status, 200);
+  body["max_tokens"] = 60;
+  const std::string content = post(body)["choices"][0]["message"]["content"];
+  EXPECT_TRUE(content.starts_with("{")) << content;
+  EXPECT_EQ(outside_strings(content).find_first_of(" \t\n\r"), std::string::npos) << content;
 }
 
 }  // namespace

@@ -252,6 +252,42 @@ TEST(StructuredJsonSchema, IntegerBoundsMatchExactlyTheRange) {
   }
 }
 
+TEST(StructuredJsonSchema, WhitespaceOptionsAsVllmSpellsThem) {
+  // vLLM's disable_any_whitespace and whitespace_pattern, as the server wraps a schema.
+  const std::string schema =
+      R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}})";
+  auto wrapped = [&](const std::string& s, bool any, nlohmann::json pattern) {
+    return nlohmann::json{{"schema", s}, {"any_whitespace", any}, {"whitespace_pattern", pattern}}
+        .dump();
+  };
+  const Grammar flexible = build_grammar("json", schema);
+  const Grammar compact = build_grammar("json_with_whitespace", wrapped(schema, false, nullptr));
+  const Grammar spaced = build_grammar("json_with_whitespace", wrapped(schema, true, "[ ]?"));
+  EXPECT_TRUE(matches(flexible, "{ \"a\" : [ 1 ,\n2 ] }"));
+  EXPECT_TRUE(matches(compact, R"({"a":[1,2]})"));
+  for (const char* bad : {R"({"a": [1,2]})", "{ }", "{\"a\":[1,2]}\n"}) {
+    EXPECT_FALSE(matches(compact, bad)) << bad;
+  }
+  EXPECT_TRUE(matches(spaced, R"({ "a" : [ 1 , 2 ] })"));
+  EXPECT_TRUE(matches(spaced, R"({"a":[1,2]})"));
+  EXPECT_FALSE(matches(spaced, R"({"a":  [1]})"));  // one space at most
+  EXPECT_FALSE(matches(spaced, "{\"a\":\n[1]}"));
+  // disable_any_whitespace wins over a pattern.
+  EXPECT_FALSE(
+      matches(build_grammar("json_with_whitespace", wrapped(schema, false, " ")), R"({ "a":[1]})"));
+  // json_object is the schema {"type": "object"}.
+  const Grammar object =
+      build_grammar("json_with_whitespace", wrapped(R"({"type":"object"})", false, nullptr));
+  EXPECT_TRUE(matches(object, R"({"x":[1,{"y":null}],"z":"a b"})"));
+  EXPECT_FALSE(matches(object, R"({"x": 1})"));
+  EXPECT_FALSE(matches(object, "[1]"));
+  EXPECT_EQ(error_of("json_with_whitespace", wrapped(schema, true, "a)")),
+            "whitespace_pattern: invalid regex at position 1: unbalanced ')'");
+  EXPECT_EQ(error_of("json_with_whitespace", wrapped(schema, true, "[ a]*")),
+            "whitespace_pattern '[ a]*' matches more than blank space (space, tab, newline, "
+            "carriage return)");
+}
+
 TEST(StructuredJsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_EQ(error_of("json", R"({"type":"integer","minimum":1,"multipleOf":2,"not":{}})"),
             "unsupported JSON Schema keyword(s): multipleOf, not");

@@ -64,6 +64,45 @@ std::string_view CompiledGrammar::token_bytes(const JsonTokenTrie& trie, int32_t
   return trie.bytes(id);
 }
 
+namespace {
+
+// {"schema": TEXT, "any_whitespace": BOOL, "whitespace_pattern": REGEX or null}: vLLM's
+// disable_any_whitespace and whitespace_pattern. The pattern may match blank space only, or the
+// JSON would not be JSON.
+void compile_json_with_whitespace(Grammar* g, const nlohmann::ordered_json& wrapped) {
+  SchemaSyntax syntax;
+  syntax.any_whitespace = wrapped.value("any_whitespace", true);
+  if (wrapped.contains("whitespace_pattern") && !wrapped["whitespace_pattern"].is_null()) {
+    const std::string pattern = wrapped["whitespace_pattern"].get<std::string>();
+    Grammar check;
+    try {
+      check.set_root(compile_regex(&check, pattern).index);
+      check.finish();
+    } catch (const InputError& e) {
+      throw InputError(std::string("whitespace_pattern: ") + e.what());
+    }
+    ByteSet blank;
+    for (char c : {' ', '\t', '\n', '\r'}) blank.set(static_cast<uint8_t>(c));
+    for (uint32_t e : check.elements()) {
+      if ((e & Grammar::kTagMask) == Grammar::kBytesTag &&
+          (check.byte_set(e & ~Grammar::kTagMask) & ~blank).any()) {
+        throw InputError("whitespace_pattern '" + pattern +
+                         "' matches more than blank space (space, tab, newline, carriage return)");
+      }
+    }
+    syntax.whitespace_pattern = pattern;
+  }
+  nlohmann::ordered_json schema;
+  try {
+    schema = nlohmann::ordered_json::parse(wrapped.at("schema").get<std::string>());
+  } catch (const nlohmann::ordered_json::exception&) {
+    throw InputError("the JSON schema is not valid JSON");
+  }
+  compile_json_schema(g, schema, syntax);
+}
+
+}  // namespace
+
 Grammar build_grammar(std::string_view kind, std::string_view spec) {
   Grammar g;
   if (kind == "json") {
@@ -74,6 +113,8 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
       throw InputError("the JSON schema is not valid JSON");
     }
     compile_json_schema(&g, schema);
+  } else if (kind == "json_with_whitespace") {  // the server's wrapping of "json" with options
+    compile_json_with_whitespace(&g, nlohmann::ordered_json::parse(spec));
   } else if (kind == "regex") {
     g.set_root(compile_regex(&g, spec).index);
   } else if (kind == "choice") {

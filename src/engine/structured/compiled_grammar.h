@@ -85,7 +85,8 @@ class CompiledGrammar {
 
 // Compiles structured-output specs, caching the results. Kinds: "json" (a JSON Schema's text),
 // "regex", "choice" (a JSON array of strings), "grammar" (xgrammar's EBNF), "gemma4_tool_call"
-// (gemma4_tool_call_grammar.h). Throws InputError
+// (gemma4_tool_call_grammar.h), "json_with_whitespace" ({"schema": TEXT, "any_whitespace": BOOL,
+// "whitespace_pattern": REGEX or null}; the last two are the server's own kinds). Throws InputError
 // for a spec it cannot compile or refuses (unsupported keyword, too large).
 class GrammarCompiler {
  public:
