@@ -37,13 +37,15 @@ struct GenerationRequest {
   bool return_token_ids = false;
   bool return_tokens_as_token_ids = false;
   std::optional<int> truncate_prompt_tokens;
-  bool truncate_keeps_first = false;    // truncation_side "right": keep the first N tokens
-  bool json_object = false;             // response_format {"type": "json_object"}
-  std::string structured_kind;          // json | regex | choice | grammar (structured outputs)
-  std::string structured_spec;          // its schema / regex / choices / EBNF text
-  bool disable_any_whitespace = false;  // structured_outputs.disable_any_whitespace
-  std::optional<std::string> whitespace_pattern;  // structured_outputs / guided_whitespace_pattern
-  std::vector<std::string> ignored_fields;        // unknown fields, logged as vLLM does
+  bool truncate_keeps_first = false;        // truncation_side "right": keep the first N tokens
+  bool json_object = false;                 // response_format {"type": "json_object"}
+  std::string structured_kind;              // json | regex | choice | grammar (structured outputs)
+  std::string structured_spec;              // its schema / regex / choices / EBNF text
+  std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
+  // JSON blank space: structured_outputs.disable_any_whitespace, and structured_outputs' or the
+  // legacy guided_whitespace_pattern.
+  bool disable_any_whitespace = false;
+  std::optional<std::string> whitespace_pattern;
 };
 
 // One completions prompt: text or token ids.
