@@ -106,6 +106,15 @@ TEST(Gemma4ToolCallGrammar, TakesCallsAsTheTemplateWritesThem) {
   EXPECT_TRUE(matches(required, paris + call("get_time", "{}") + paris));
   EXPECT_FALSE(matches(required, ""));
   EXPECT_FALSE(matches(required, call("get_date", "{}")));
+  // Without markers to avoid, any text goes between the delimiters.
+  const Grammar plain = build_grammar(
+      "gemma4_tool_call",
+      json{{"tools",
+            json::array({{{"name", "f"},
+                          {"parameters",
+                           {{"type", "object"}, {"properties", {{"s", {{"type", "string"}}}}}}}}})}}
+          .dump());
+  EXPECT_TRUE(matches(plain, call("f", "{s:" + kQ + "a<b<|tool_call>" + kQ + "}")));
 }
 
 TEST(Gemma4ToolCallGrammar, RefusalsNameTheProblem) {

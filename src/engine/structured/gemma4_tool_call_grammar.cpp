@@ -50,6 +50,7 @@ Grammar::Symbol gemma4_free_text(Grammar* g, const std::vector<std::string>& mar
   };
   for (auto& [prefix, rule] : states) rule = g->add_rule(std::string("text after ").append(prefix));
   const Sym wide = g->codepoints({{0x80, 0x10FFFF}});
+  const auto after_lt = states.find("<");  // none without markers
   for (const auto& [prefix, rule] : states) {
     std::map<uint32_t, ByteSet> next;  // target rule -> the bytes that lead there
     for (int b = 0; b < 0x80; ++b) {
@@ -57,7 +58,12 @@ Grammar::Symbol gemma4_free_text(Grammar* g, const std::vector<std::string>& mar
       const std::string t = prefix + static_cast<char>(b);
       if (is_marker(t)) continue;
       const auto it = states.find(t);
-      const uint32_t to = it != states.end() ? it->second : states.at(b == '<' ? "<" : "");
+      uint32_t to = states.at("");
+      if (it != states.end()) {
+        to = it->second;
+      } else if (b == '<' && after_lt != states.end()) {
+        to = after_lt->second;
+      }
       next[to].set(static_cast<size_t>(b));
     }
     std::vector<Seq> alts = {{}, {wide, Grammar::ref(states.at(""))}};
