@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/arg_parser.h"
+#include "cli/bench_image.h"
 #include "cli/bench_kernels.h"
 #include "cli/bench_serve_command.h"
 #include "cli/bench_structured.h"
@@ -44,6 +45,7 @@ constexpr const char* kUsage =
     "       gemmaserve bench attention [--head-dim D] [--context N] [--seqs S] [--layers L] ...\n"
     "       gemmaserve bench tokenizer-load TOKENIZER_JSON [--runs N (5)] [--json]\n"
     "       gemmaserve bench structured TOKENIZER [--schema FILE] [--tokens N] [--batch-size N]\n"
+    "       gemmaserve bench image [MODEL_DIR] [--tower e2b] [--image-size N] [--budgets LIST]\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
     "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"
@@ -311,10 +313,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "attention") return run_bench_attention(rest);
   if (mode == "tokenizer-load") return run_bench_tokenizer_load(rest);
   if (mode == "structured") return run_bench_structured(rest);
+  if (mode == "image") return run_bench_image(rest);
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode +
                      "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
-                     "tokenizer-load, structured, quality or quant-kernel)");
+                     "tokenizer-load, structured, image, quality or quant-kernel)");
   }
   ArgParser p;
   add_engine_flags(p);

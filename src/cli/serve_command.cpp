@@ -40,6 +40,10 @@ constexpr const char* kUsage =
     "  --default-chat-template-kwargs JSON e.g. '{\"enable_thinking\": true}'\n"
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
+    "  --structured-outputs-config JSON  '{\"disable_any_whitespace\": true}': JSON answers "
+    "without\n"
+    "                                     blank space (the other keys, vLLM's backends, are "
+    "ignored)\n"
     "  --max-logprobs N (20)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs; more: 503)\n"
     "  --max-connections N (1024)         open connections; more get 503 and are closed\n"
@@ -187,7 +191,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
-  p.value("--max-logprobs").value("--max-connections");
+  p.value("--max-logprobs").value("--max-connections").value("--structured-outputs-config");
   p.value("--request-timeout").value("--shutdown-timeout").value("--http-timeout");
   p.value("--allowed-local-media-path").value("--allowed-media-domains");
   p.value("--image-fetch-timeout");
@@ -238,6 +242,20 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   if (auto kw = p.get("--default-chat-template-kwargs")) {
     opt.default_chat_template_kwargs =
         parse_json_object_flag("--default-chat-template-kwargs", *kw);
+  }
+  if (auto so = p.get("--structured-outputs-config")) {
+    const ordered_json config = parse_json_object_flag("--structured-outputs-config", *so);
+    for (const auto& [key, value] : config.items()) {
+      if (key != "disable_any_whitespace") {
+        GS_LOG_WARNING << "--structured-outputs-config: '" << key << "' is ignored (gemmaserve "
+                       << "has one structured-output backend)";
+      } else if (!value.is_boolean()) {
+        throw InputError(
+            "--structured-outputs-config: disable_any_whitespace must be true or false");
+      } else {
+        opt.disable_any_whitespace = value.get<bool>();
+      }
+    }
   }
   opt.enable_auto_tool_choice = p.get_flag("--enable-auto-tool-choice");
   opt.tool_call_parser = p.get("--tool-call-parser").value_or("");

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/structured/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -238,7 +239,13 @@ JsonTokenTrie::JsonTokenTrie(const Tokenizer& tokenizer) {
     if (!tokenizer.contains(id) || tokenizer.is_special(id)) continue;
     const int32_t one[] = {id};
     std::string b = tokenizer.decode_bytes(one, /*skip_special=*/false);
-    if (b.empty()) continue;
+    // Bytes 0xF8-0xFF never occur in UTF-8 text (their byte-fallback tokens never belong in an
+    // answer), and grammars use them privately (Grammar::private_byte).
+    if (b.empty() || std::any_of(b.begin(), b.end(), [](char c) {
+          return static_cast<uint8_t>(c) >= structured::Grammar::kFirstPrivateByte;
+        })) {
+      continue;
+    }
     bytes_[static_cast<size_t>(id)] = std::move(b);
     ids.push_back(id);
   }

@@ -278,7 +278,8 @@ void RequestSampler::apply_grammar(std::span<const int32_t> output_tokens, std::
   }
   for (; grammar_fed_ < output_tokens.size(); ++grammar_fed_) {
     // Only masked tokens get here, so the grammar takes every byte.
-    matcher_->feed(grammar_state_.get(), json_trie_->bytes(output_tokens[grammar_fed_]));
+    matcher_->feed(grammar_state_.get(),
+                   grammar_->token_bytes(*json_trie_, output_tokens[grammar_fed_]));
   }
   const bool may_stop =
       !stop_ids_.empty() && static_cast<int>(output_tokens.size()) >= params_.min_tokens;

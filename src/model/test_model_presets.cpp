@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -462,6 +463,20 @@ TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
     spec.config["quantization_config"] = quantization_config_json(dtype, stored);
   }
   return spec;
+}
+
+void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann::json& config,
+                                DType dtype, uint64_t seed) {
+  const ModelConfig mc = parse_model_config(config, dir.string() + "/config.json");
+  std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
+  for (TestTensor& t : vision_tower_tensors(mc, dtype)) tensors.push_back(std::move(t));
+  std::vector<TensorSpec> specs;
+  for (const auto& x : tensors) specs.push_back(x.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(tensors[i], seed, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << config.dump(2);
 }
 
 void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t count,

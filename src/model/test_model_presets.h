@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -71,6 +72,12 @@ std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dt
 // the matrices model/quantize.h quantizes are stored quantized when their rows are whole blocks,
 // the rest as BF16, and config.json gets a quantization_config); InputError otherwise.
 TestModelSpec make_test_model_spec(const std::string& preset, DType dtype);
+
+// Writes `config` (config.json) and random weights of `dtype` (model.safetensors: the text
+// decoder, and the vision tower when the config has one) into `dir`, for configs no preset has
+// (e.g. the tiny text decoder with a real-size vision tower).
+void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann::json& config,
+                                DType dtype, uint64_t seed);
 
 // Writes elements [first, first + count) of `t` in its dtype. Values depend only on (seed,
 // t.key, element index), so any chunking or thread split gives the same bytes.

@@ -1,5 +1,6 @@
 #include "server/answer_constraints.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,24 +34,33 @@ void allow_leading_thought(const Tokenizer& tok, std::string_view prompt, Answer
 
 std::optional<AnswerConstraint> tool_choice_constraint(const Tokenizer& tok, const ChatRequest& req,
                                                        std::string_view prompt) {
-  const int32_t call = single_token_id(tok, kToolCallStart);
-  if (call < 0) return std::nullopt;
-  std::vector<std::string> names;
-  if (req.tool_choice == "function") {
-    names.push_back(*req.tool_choice_function);
-  } else {
-    for (const auto& t : req.tools) names.push_back(t["function"]["name"].get<std::string>());
+  if (single_token_id(tok, kToolCallStart) < 0) return std::nullopt;
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  for (const auto& t : req.tools) {
+    const auto& fn = t["function"];
+    if (req.tool_choice == "function" && fn["name"] != *req.tool_choice_function) continue;
+    tools.push_back({{"name", fn["name"]},
+                     {"parameters", fn.contains("parameters") ? fn["parameters"] : nullptr}});
   }
-  AnswerConstraint c;
-  for (const std::string& name : names) {
-    std::vector<int32_t> choice = {call};
-    // The name is the client's text: its marker-like substrings stay plain text.
-    for (int32_t id : tok.encode("call:" + name + "{", false, /*parse_special=*/false)) {
-      choice.push_back(id);
-    }
-    c.prefix_choices.push_back(std::move(choice));
+  nlohmann::ordered_json markers = nlohmann::ordered_json::array();
+  for (std::string_view m : gemma4_marker_texts()) markers.push_back(std::string(m));
+  // vLLM: one call to the named function; "required" an array of at least one call.
+  AnswerConstraint c = text_answer_constraint(tok, /*gemma4=*/true, prompt);
+  // The call's own markers are its syntax (written by their tokens), not stray marker text.
+  nlohmann::ordered_json marker_tokens = nlohmann::ordered_json::object();
+  for (std::string_view syntax : {kToolCallStart, kToolCallEnd, kStringDelimiter}) {
+    const int32_t id = single_token_id(tok, syntax);
+    if (id < 0) continue;
+    std::erase(c.never, id);
+    marker_tokens[std::string(syntax)] = id;
   }
-  allow_leading_thought(tok, prompt, &c);
+  const nlohmann::ordered_json spec = {
+      {"tools", std::move(tools)},
+      {"calls", req.tool_choice == "function" ? "one" : "one_or_more"},
+      {"markers", std::move(markers)},
+      {"marker_tokens", std::move(marker_tokens)}};
+  c.structured_kind = "gemma4_tool_call";
+  c.structured_spec = spec.dump();
   return c;
 }
 
@@ -68,6 +78,28 @@ AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
   c.structured_kind = std::move(kind);
   c.structured_spec = std::move(spec);
   return c;
+}
+
+void apply_json_whitespace(AnswerConstraint* c, bool disable_any_whitespace,
+                           const std::optional<std::string>& whitespace_pattern) {
+  if (!disable_any_whitespace && !whitespace_pattern) return;
+  std::string schema;
+  if (c->json_object) {
+    schema = R"({"type":"object"})";
+  } else if (c->structured_kind == "json") {
+    schema = c->structured_spec;
+  } else {
+    return;
+  }
+  c->json_object = false;
+  c->structured_kind = "json_with_whitespace";
+  c->structured_spec = nlohmann::ordered_json{
+      {"schema", schema},
+      {"any_whitespace", !disable_any_whitespace},
+      {"whitespace_pattern",
+       whitespace_pattern
+           ? nlohmann::ordered_json(*whitespace_pattern)
+           : nullptr}}.dump();
 }
 
 AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,

@@ -167,6 +167,8 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   r.json_object = structured.json_object;
   r.structured_kind = structured.kind;
   r.structured_spec = structured.spec;
+  r.disable_any_whitespace = structured.disable_any_whitespace;
+  r.whitespace_pattern = structured.whitespace_pattern;
   if (f.raw("logits_processors") != nullptr) {
     throw not_implemented("logits_processors are not supported by gemmaserve.");
   }

@@ -42,6 +42,10 @@ struct GenerationRequest {
   std::string structured_kind;              // json | regex | choice | grammar (structured outputs)
   std::string structured_spec;              // its schema / regex / choices / EBNF text
   std::vector<std::string> ignored_fields;  // unknown fields, logged as vLLM does
+  // JSON blank space: structured_outputs.disable_any_whitespace, and structured_outputs' or the
+  // legacy guided_whitespace_pattern.
+  bool disable_any_whitespace = false;
+  std::optional<std::string> whitespace_pattern;
 };
 
 // One completions prompt: text or token ids.

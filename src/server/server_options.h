@@ -20,6 +20,8 @@ struct ServerOptions {
   bool trust_request_chat_template = false;
   nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
   bool enable_auto_tool_choice = false;
+  // --structured-outputs-config's disable_any_whitespace, for every request.
+  bool disable_any_whitespace = false;
   std::string tool_call_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
   std::string reasoning_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
   bool disable_log_requests = false;

@@ -308,6 +308,8 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
     json->json_object = req.json_object;
     json->structured_kind = req.structured_kind;
     json->structured_spec = req.structured_spec;
+    apply_json_whitespace(&*json, req.disable_any_whitespace || ctx.options.disable_any_whitespace,
+                          req.whitespace_pattern);
   }
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;

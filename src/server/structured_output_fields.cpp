@@ -55,12 +55,15 @@ StructuredOutputRequest read_kind(const std::string& kind, const ordered_json& v
 
 StructuredOutputRequest parse_structured_output_fields(RequestFields& f) {
   std::vector<Constraint> found;
+  StructuredOutputRequest options;  // the whitespace options, whatever field sets the constraint
   if (const auto* rf = f.raw("response_format")) {
     const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
                                  ? (*rf)["type"].get<std::string>()
                                  : "";
     if (type == "json_object") {
-      found.push_back({"response_format", {true, "", ""}});
+      StructuredOutputRequest object;
+      object.json_object = true;
+      found.push_back({"response_format", object});
     } else if (type == "json_schema") {
       const auto js = rf->find("json_schema");
       if (js == rf->end() || !js->is_object()) {
@@ -103,6 +106,21 @@ StructuredOutputRequest parse_structured_output_fields(RequestFields& f) {
       found.push_back(
           {"structured_outputs", read_kind(kind, *it, std::string("structured_outputs.") + kind)});
     }
+    if (const auto it = so->find("disable_any_whitespace"); it != so->end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        throw bad_request(
+            "structured_outputs.disable_any_whitespace: Input should be a valid boolean",
+            "structured_outputs");
+      }
+      options.disable_any_whitespace = it->get<bool>();
+    }
+    if (const auto it = so->find("whitespace_pattern"); it != so->end() && !it->is_null()) {
+      if (!it->is_string()) {
+        throw bad_request("structured_outputs.whitespace_pattern: Input should be a valid string",
+                          "structured_outputs");
+      }
+      options.whitespace_pattern = it->get<std::string>();
+    }
     if (count == 0) {
       throw bad_request(
           "You must use one kind of structured outputs constraint but none are specified.",
@@ -115,6 +133,13 @@ StructuredOutputRequest parse_structured_output_fields(RequestFields& f) {
                                     {"guided_grammar", "grammar"}}) {
     if (const auto* v = f.raw(field)) found.push_back({field, read_kind(kind, *v, field)});
   }
+  if (const auto* p = f.raw("guided_whitespace_pattern"); p != nullptr && !p->is_null()) {
+    if (!p->is_string()) {
+      throw bad_request("guided_whitespace_pattern: Input should be a valid string",
+                        "guided_whitespace_pattern");
+    }
+    options.whitespace_pattern = p->get<std::string>();
+  }
   if (found.size() > 1) {
     std::string fields;
     for (const Constraint& c : found) fields += (fields.empty() ? "" : ", ") + c.field;
@@ -124,7 +149,10 @@ StructuredOutputRequest parse_structured_output_fields(RequestFields& f) {
             fields + ").",
         found.front().field);
   }
-  return found.empty() ? StructuredOutputRequest{} : found.front().value;
+  StructuredOutputRequest r = found.empty() ? StructuredOutputRequest{} : found.front().value;
+  r.disable_any_whitespace = options.disable_any_whitespace;
+  r.whitespace_pattern = options.whitespace_pattern;
+  return r;
 }
 
 }  // namespace gemmaserve

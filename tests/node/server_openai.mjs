@@ -153,7 +153,7 @@ const api = {
       type: 'function', function: { name, parameters: { type: 'object', properties } },
     });
     const tools = [fn('get_weather', { city: { type: 'string' } }), fn('get_time')];
-    const body = { model: MODEL, messages: user('Weather in Paris?'), max_tokens: 12, temperature: 0 };
+    const body = { model: MODEL, messages: user('Weather in Paris?'), max_tokens: 48, temperature: 0 };
     const named = await client.chat.completions.create({
       ...body, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
     });
@@ -183,6 +183,37 @@ const api = {
       m.tool_calls[0].function.arguments);
     // vLLM: "stop" for a named function, streamed or not (OpenAI's rule).
     assert.notEqual(chunks.flatMap((c) => c.choices).at(-1).finish_reason, 'tool_calls');
+  },
+  async chatToolChoiceArgumentsFollowTheSchema() {
+    // The arguments follow the tool's parameter schema (bounded so random weights finish).
+    const parameters = {
+      type: 'object',
+      properties: {
+        city: { type: 'string', maxLength: 6 },
+        unit: { enum: ['celsius', 'fahrenheit'] },
+        days: { type: 'integer', minimum: 1, maximum: 7 },
+      },
+      required: ['city', 'unit'],
+    };
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters } }];
+    for (const seed of [1, 2, 3, 4]) {
+      for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+        const r = await client.chat.completions.create({
+          model: MODEL, messages: user('Weather in Paris?'), max_tokens: 200, temperature: 1, seed,
+          tools, tool_choice, chat_template_kwargs: { enable_thinking: false },
+        });
+        const calls = r.choices[0].message.tool_calls;
+        assert.ok(calls.length >= 1, JSON.stringify(r));
+        for (const c of calls) {
+          const a = JSON.parse(c.function.arguments);
+          assert.equal(typeof a.city, 'string', c.function.arguments);
+          assert.ok([...a.city].length <= 6, c.function.arguments);
+          assert.ok(['celsius', 'fahrenheit'].includes(a.unit), c.function.arguments);
+          if ('days' in a) assert.ok(Number.isInteger(a.days) && a.days >= 1 && a.days <= 7);
+          for (const k of Object.keys(a)) assert.ok(k in parameters.properties, k);
+        }
+      }
+    }
   },
   async jsonObjectResponseFormat() {
     // Random weights write whatever: the mask keeps every answer a JSON object (or its

@@ -132,7 +132,7 @@ def test_chat_with_tools(llm: LLM) -> None:
     assert "<turn|>" not in (parsed.message.content or "")
     # tool_choice (the server's field) forces the call; the parser returns it as a tool call.
     for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        forced = llm.chat(messages, SamplingParams(temperature=0, max_tokens=16), use_tqdm=False,
+        forced = llm.chat(messages, SamplingParams(temperature=0, max_tokens=48), use_tqdm=False,
                           tools=[WEATHER_TOOL], tool_choice=choice, parse_output=True)[0]
         call = forced.outputs[0]
         assert call.text.startswith("<|tool_call>call:get_weather{")

@@ -5,12 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <ctime>
 #include <functional>
 #include <mutex>
 
@@ -423,76 +419,6 @@ TEST(EngineImages, AbortMidEncodeFreesEverything) {
   EXPECT_EQ(s.images_encoded, 0u);
   EXPECT_EQ(s.encodes_in_progress, 0);
   for (int b : s.kv_blocks_in_use) EXPECT_EQ(b, 0);
-}
-
-// A running decode's longest inter-token gap while an 896x896 image (280: 256 soft tokens,
-// 2520 patches) is encoded and prefilled, on a real-shape checkpoint. Run by hand:
-//   GEMMASERVE_BENCH_MODEL=/tmp/e2b-bf16 build/tests/engine_images_test
-//     --gtest_also_run_disabled_tests --gtest_filter='*DecodeGapWhileEncoding*'  (one line)
-// Budget 1<<20 fits the whole tower into one step: the one-shot behaviour before slicing.
-TEST(EngineImagesBench, DISABLED_DecodeGapWhileEncoding) {
-  const char* model = std::getenv("GEMMASERVE_BENCH_MODEL");
-  if (model == nullptr) GTEST_SKIP() << "set GEMMASERVE_BENCH_MODEL to a vision checkpoint";
-  for (const int budget : {1 << 20, 8192, 2048}) {
-    EngineArgs args;
-    args.model = model;
-    args.max_model_len = 1024;
-    args.max_num_batched_tokens = budget;
-    args.show_progress = false;
-    auto engine = make_engine(args);
-    using Clock = std::chrono::steady_clock;
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::vector<Clock::time_point> text_times;
-    bool image_started = false;
-    Clock::time_point image_first{};
-    EngineRequest text = long_text_request(400);
-    text.prompt_token_ids = {2, 100, 101, 102, 103, 104, 105, 106};
-    engine->add_request(text, [&](const RequestOutput& out, const RequestOutputDelta&) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!out.finished) text_times.push_back(Clock::now());
-      cv.notify_all();
-    });
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return text_times.size() >= 2; });
-    }
-    const std::clock_t cpu0 = std::clock();
-    const Clock::time_point t0 = Clock::now();
-    engine->add_request(
-        image_request("image", {2, 100, engine->model_config().image_token_id.value(), 101},
-                      {test_image(896, 896, 7, 280)}, 1),
-        [&](const RequestOutput& out, const RequestOutputDelta&) {
-          if (!out.finished) return;
-          std::lock_guard<std::mutex> lock(mutex);
-          image_first = Clock::now();
-          image_started = true;
-          cv.notify_all();
-        });
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return image_started; });
-    }
-    const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-    engine->abort("text");
-    std::lock_guard<std::mutex> lock(mutex);
-    double longest = 0;
-    int tokens = 0;
-    std::string gaps;
-    for (size_t i = 1; i < text_times.size(); ++i) {
-      if (text_times[i] < t0 || text_times[i - 1] > image_first) continue;
-      const double gap = std::chrono::duration<double>(text_times[i] - text_times[i - 1]).count();
-      longest = std::max(longest, gap);
-      gaps += " " + std::to_string(gap).substr(0, 4);
-      ++tokens;
-    }
-    const EngineStats s = engine->stats();
-    std::printf(
-        "GAP budget %d: image TTFT %.2f s wall, %.2f s process CPU; text tokens meanwhile %d, "
-        "longest gap %.2f s; encoder steps %llu, encoder %.2f s; gaps (s):%s\n",
-        budget, std::chrono::duration<double>(image_first - t0).count(), cpu, tokens, longest,
-        static_cast<unsigned long long>(s.encoder_steps), s.encoder_seconds, gaps.c_str());
-  }
 }
 
 }  // namespace

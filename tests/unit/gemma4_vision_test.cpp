@@ -5,19 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <random>
-#include <thread>
 
 #include "core/error.h"
 #include "gemma4_golden_harness.h"
 #include "io/json_file.h"
 #include "model/config.h"
 #include "model/test_model_presets.h"
-#include "wide_test_model.h"
 
 namespace gemmaserve {
 namespace {
@@ -295,40 +291,6 @@ TEST_F(VisionModelInputs, BadImageInputsAreNamed) {
   in.blocks = {{2, 6}};
   EXPECT_EQ(forward_error(in),
             "batch sequence 0: image block [2, 6) is split across steps (this step: [0, 4))");
-}
-
-// Encode time of one 896x896 image at the default budget (768x768: 48x48 patches padded to
-// 2520, 256 soft tokens) through the real E2B/E4B and 31B/26B-A4B towers (random weights, tiny
-// text model), bf16 and --quantization q8_0, on every CPU. Run by hand:
-//   gemma4_vision_test --gtest_also_run_disabled_tests --gtest_filter='*EncodeTiming*'
-TEST(VisionBench, DISABLED_EncodeTiming) {
-  const auto threads = std::max(1u, std::thread::hardware_concurrency());
-  auto pool = std::make_shared<ThreadPool>(threads);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  const std::vector<int32_t> positions = grid(48, 48, 2520);
-  std::vector<float> pixels(2520 * 768, 0.0f);
-  for (size_t i = 0; i < 2304 * 768; ++i) pixels[i] = unit(rng);
-  for (const char* tower : {"e2b", "31b"}) {
-    testing::TempDir dir;
-    json config = test_model_config("tiny");
-    config["vision_config"] = test_model_config(tower)["vision_config"];
-    const ModelConfig mc = parse_model_config(config, tower);
-    testing::write_model_of_config(dir.path(), config, DType::kBF16);
-    for (const std::optional<DType> q : {std::optional<DType>(), std::optional(DType::kQ8_0)}) {
-      WeightLoadOptions lo;
-      lo.quantization = q;
-      lo.pool = pool.get();
-      Gemma4Model model(load_model_weights(dir.path(), nullptr, lo), pool);
-      std::vector<float> soft;
-      const auto t0 = std::chrono::steady_clock::now();
-      model.encode_image({pixels, positions}, &soft);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("ENCODE %s tower, %s, %u threads: %.3f s (%zu soft tokens)\n", tower,
-                  q ? dtype_name(*q) : "BF16", threads, s,
-                  soft.size() / static_cast<size_t>(mc.text.hidden_size));
-    }
-  }
 }
 
 }  // namespace

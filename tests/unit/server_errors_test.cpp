@@ -156,7 +156,8 @@ std::vector<BadRequest> bad_requests() {
       {"json_object with a forced tool call", "POST", H,
        chat(
            R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"})"),
-       400, "BadRequestError", "response_format"},
+       400, "BadRequestError", "response_format", true,
+       "You can only either use constraints for structured outputs or tools, not both."},
       {"unknown model", "POST", C, R"({"model":"nope","prompt":"hi"})", 404, "NotFoundError",
        "model", true, "The model `nope` does not exist."},
       {"chat unknown model", "POST", H,
@@ -448,6 +449,13 @@ TEST(ServeCommandTest, FlagMistakesFailFastWithAMessage) {
   EXPECT_NE(bad_kwargs.out.find("--default-chat-template-kwargs: must be a JSON object"),
             std::string::npos)
       << bad_kwargs.out;
+  auto bad_so = run_command(bin + " serve /nonexistent --structured-outputs-config " +
+                            "'{\"disable_any_whitespace\": 1}' 2>&1");
+  EXPECT_EQ(bad_so.exit_code, 2);
+  EXPECT_NE(bad_so.out.find("--structured-outputs-config: disable_any_whitespace must be true or "
+                            "false"),
+            std::string::npos)
+      << bad_so.out;
   auto bad_parser = run_command(bin + " serve /nonexistent --reasoning-parser deepseek_r1 2>&1");
   EXPECT_EQ(bad_parser.exit_code, 2);
   EXPECT_NE(bad_parser.out.find("unknown parser 'deepseek_r1'"), std::string::npos)

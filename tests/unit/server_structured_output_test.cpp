@@ -96,6 +96,45 @@ TEST_F(ServerStructuredOutputTest, JsonSchemaOnChatAndCompletions) {
   }
 }
 
+TEST_F(ServerStructuredOutputTest, WhitespaceOptions) {
+  json schema = kSchema;  // a bounded age: compact answers have room for long numbers
+  schema["properties"]["age"]["minimum"] = 0;
+  schema["properties"]["age"]["maximum"] = 150;
+  for (int seed = 0; seed < 3; ++seed) {
+    SCOPED_TRACE(seed);
+    for (bool chat : {false, true}) {
+      const std::string compact =
+          answer({{"structured_outputs", {{"json", schema}, {"disable_any_whitespace", true}}}},
+                 seed, chat);
+      expect_valid(compact);
+      EXPECT_EQ(outside_strings(compact).find_first_of(" \t\n\r"), std::string::npos) << compact;
+      const std::string spaced =
+          answer({{"guided_json", schema}, {"guided_whitespace_pattern", "\n?"}}, seed, chat);
+      expect_valid(spaced);
+      EXPECT_EQ(outside_strings(spaced).find_first_of(" \t\r"), std::string::npos) << spaced;
+      EXPECT_EQ(outside_strings(spaced).find("\n\n"), std::string::npos) << spaced;
+    }
+  }
+  // Bad options are 400s that say why.
+  auto error = [](const json& extra) {
+    json body = {{"model", "m"}, {"max_tokens", 4}, {"prompt", "x"}};
+    body.update(extra);
+    httplib::Client c("127.0.0.1", server_->port());
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_EQ(r->status, 400) << r->body;
+    return json::parse(r->body)["error"]["message"].get<std::string>();
+  };
+  EXPECT_EQ(error({{"structured_outputs", {{"json", kSchema}, {"whitespace_pattern", "a)"}}}}),
+            "whitespace_pattern: invalid regex at position 1: unbalanced ')'");
+  EXPECT_EQ(error({{"guided_json", kSchema}, {"guided_whitespace_pattern", "[ a]*"}}),
+            "whitespace_pattern '[ a]*' matches more than blank space (space, tab, newline, "
+            "carriage return)");
+  EXPECT_EQ(error({{"structured_outputs", {{"json", kSchema}, {"disable_any_whitespace", "yes"}}}}),
+            "structured_outputs.disable_any_whitespace: Input should be a valid boolean");
+  EXPECT_EQ(error({{"guided_json", kSchema}, {"guided_whitespace_pattern", 3}}),
+            "guided_whitespace_pattern: Input should be a valid string");
+}
+
 TEST_F(ServerStructuredOutputTest, RegexChoiceAndGrammar) {
   const std::regex date(R"([0-9]{4}-[01][0-9]-[0-3][0-9])");
   const std::string ebnf = "root ::= \"(\" item (\",\" item)* \")\"\nitem ::= [a-z] | [0-9]";

@@ -167,4 +167,26 @@ class TinyChatServerTest : public ::testing::Test {
   static inline std::string setup_error_;
 };
 
+// The text outside JSON strings, each string left as "".
+inline std::string outside_strings(const std::string& text) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (in_string) {
+      if (text[i] == '\\') {
+        ++i;
+      } else if (text[i] == '"') {
+        in_string = false;
+        out += '"';
+      }
+    } else if (text[i] == '"') {
+      in_string = true;
+      out += '"';
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace gemmaserve::testing

@@ -15,6 +15,7 @@
 #include "engine/request_sampler.h"
 #include "engine/structured/compiled_grammar.h"
 #include "engine/structured/grammar_matcher.h"
+#include "structured_test_support.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,20 +23,6 @@ namespace gemmaserve::structured {
 namespace {
 
 using Ids = std::vector<int32_t>;
-
-// Whether `text` is a whole sentence of the grammar.
-bool matches(const Grammar& g, const std::string& text) {
-  GrammarMatcher m(g);
-  GrammarState s = m.initial();
-  return m.feed(&s, text) && s.accepting();
-}
-
-// Whether `text` can still be extended into a sentence.
-bool prefix_ok(const Grammar& g, const std::string& text) {
-  GrammarMatcher m(g);
-  GrammarState s = m.initial();
-  return m.feed(&s, text);
-}
 
 std::string error_of(const std::string& kind, const std::string& spec) {
   try {
@@ -265,6 +252,42 @@ TEST(StructuredJsonSchema, IntegerBoundsMatchExactlyTheRange) {
   }
 }
 
+TEST(StructuredJsonSchema, WhitespaceOptionsAsVllmSpellsThem) {
+  // vLLM's disable_any_whitespace and whitespace_pattern, as the server wraps a schema.
+  const std::string schema =
+      R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}})";
+  auto wrapped = [&](const std::string& s, bool any, nlohmann::json pattern) {
+    return nlohmann::json{{"schema", s}, {"any_whitespace", any}, {"whitespace_pattern", pattern}}
+        .dump();
+  };
+  const Grammar flexible = build_grammar("json", schema);
+  const Grammar compact = build_grammar("json_with_whitespace", wrapped(schema, false, nullptr));
+  const Grammar spaced = build_grammar("json_with_whitespace", wrapped(schema, true, "[ ]?"));
+  EXPECT_TRUE(matches(flexible, "{ \"a\" : [ 1 ,\n2 ] }"));
+  EXPECT_TRUE(matches(compact, R"({"a":[1,2]})"));
+  for (const char* bad : {R"({"a": [1,2]})", "{ }", "{\"a\":[1,2]}\n"}) {
+    EXPECT_FALSE(matches(compact, bad)) << bad;
+  }
+  EXPECT_TRUE(matches(spaced, R"({ "a" : [ 1 , 2 ] })"));
+  EXPECT_TRUE(matches(spaced, R"({"a":[1,2]})"));
+  EXPECT_FALSE(matches(spaced, R"({"a":  [1]})"));  // one space at most
+  EXPECT_FALSE(matches(spaced, "{\"a\":\n[1]}"));
+  // disable_any_whitespace wins over a pattern.
+  EXPECT_FALSE(
+      matches(build_grammar("json_with_whitespace", wrapped(schema, false, " ")), R"({ "a":[1]})"));
+  // json_object is the schema {"type": "object"}.
+  const Grammar object =
+      build_grammar("json_with_whitespace", wrapped(R"({"type":"object"})", false, nullptr));
+  EXPECT_TRUE(matches(object, R"({"x":[1,{"y":null}],"z":"a b"})"));
+  EXPECT_FALSE(matches(object, R"({"x": 1})"));
+  EXPECT_FALSE(matches(object, "[1]"));
+  EXPECT_EQ(error_of("json_with_whitespace", wrapped(schema, true, "a)")),
+            "whitespace_pattern: invalid regex at position 1: unbalanced ')'");
+  EXPECT_EQ(error_of("json_with_whitespace", wrapped(schema, true, "[ a]*")),
+            "whitespace_pattern '[ a]*' matches more than blank space (space, tab, newline, "
+            "carriage return)");
+}
+
 TEST(StructuredJsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_EQ(error_of("json", R"({"type":"integer","minimum":1,"multipleOf":2,"not":{}})"),
             "unsupported JSON Schema keyword(s): multipleOf, not");
@@ -293,18 +316,6 @@ Tokenizer vocabulary() {
 }
 
 constexpr int32_t kByte0 = 17;  // <0x00>
-
-// The brute-force mask: every token whose bytes the state takes, one by one.
-Ids brute_force(const Grammar& g, const JsonTokenTrie& trie, int vocab, const GrammarState& s) {
-  Ids out;
-  GrammarMatcher m(g);
-  for (int32_t id = 0; id < vocab; ++id) {
-    if (trie.bytes(id).empty()) continue;
-    GrammarState t = s;
-    if (m.feed(&t, trie.bytes(id))) out.push_back(id);
-  }
-  return out;
-}
 
 TEST(StructuredMasks, ExactlyTheTokensTheGrammarTakes) {
   const Tokenizer tok = vocabulary();
@@ -344,11 +355,8 @@ TEST(StructuredMasks, ExactlyTheTokensTheGrammarTakes) {
         GrammarState s = cm.initial();
         ASSERT_TRUE(cm.feed(&s, prefix)) << prefix;
         const auto bits = cg.allowed(trie, vocab, s, &cm);
-        Ids walked;
-        for (int32_t id = 0; id < vocab; ++id) {
-          if ((*bits)[static_cast<size_t>(id) / 64] >> (id % 64) & 1) walked.push_back(id);
-        }
-        EXPECT_EQ(walked, brute_force(cg.grammar(), trie, vocab, s)) << c.spec << " @ " << prefix;
+        EXPECT_EQ(mask_ids(*bits, vocab), brute_force(cg.grammar(), trie, vocab, s))
+            << c.spec << " @ " << prefix;
       }
     }
   }
@@ -373,37 +381,10 @@ TEST(StructuredMasks, ExactlyTheTokensTheGrammarTakes) {
   EXPECT_EQ(opening, (Ids{2, 5, kByte0 + '{'}));
 }
 
-// Samples with random logits until a stop token (or 400 tokens), from many seeds.
+// The stop token is likely whenever it is allowed.
 std::vector<std::string> sample_answers(const std::string& kind, const std::string& spec,
                                         int seeds) {
-  const Tokenizer tok = vocabulary();
-  auto trie = std::make_shared<const JsonTokenTrie>(tok);
-  GrammarCompiler compiler;
-  const auto grammar = compiler.compile(kind, spec);
-  const int vocab = static_cast<int>(tok.vocab_size());
-  std::vector<std::string> answers;
-  for (int seed = 0; seed < seeds; ++seed) {
-    SamplingParams p;
-    p.seed = static_cast<uint64_t>(seed);
-    p.answer_constraint = AnswerConstraint{};
-    p.answer_constraint->structured_kind = kind;
-    p.answer_constraint->structured_spec = spec;
-    RequestSampler s(p, {}, /*stop_ids=*/{1}, &tok, vocab, 0, trie, grammar);
-    std::mt19937 rng(static_cast<uint32_t>(seed));
-    std::normal_distribution<float> normal(0.0f, 2.0f);
-    std::vector<float> logits(static_cast<size_t>(vocab));
-    Ids out;
-    std::string text;
-    while (out.size() < 400 && (out.empty() || out.back() != 1)) {
-      for (float& l : logits) l = normal(rng);
-      logits[1] += 3.0f;  // the stop token is likely whenever it is allowed
-      out.push_back(s.sample(logits, out));
-      if (out.back() != 1) text += trie->bytes(out.back());
-    }
-    EXPECT_EQ(out.back(), 1) << "seed " << seed << " did not finish: " << text;
-    answers.push_back(text);
-  }
-  return answers;
+  return structured::sample_answers(vocabulary(), kind, spec, seeds, {1}, 3.0f, 400);
 }
 
 TEST(StructuredSampling, EveryAnswerMatchesOverManySeeds) {

@@ -19,16 +19,7 @@ namespace gemmaserve::testing {
 // the config has one) into `dir`; returns dir.
 inline std::filesystem::path write_model_of_config(const std::filesystem::path& dir,
                                                    const nlohmann::json& config, DType dtype) {
-  const ModelConfig mc = parse_model_config(config, "wide test model");
-  std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
-  for (TestTensor& t : vision_tower_tensors(mc, dtype)) tensors.push_back(std::move(t));
-  std::vector<TensorSpec> specs;
-  for (const auto& x : tensors) specs.push_back(x.spec);
-  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
-                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
-                      fill_test_tensor(tensors[i], 3, first, count, dst);
-                    });
-  std::ofstream(dir / "config.json") << config.dump(2);
+  write_test_model_of_config(dir, config, dtype, 3);
   return dir;
 }
 

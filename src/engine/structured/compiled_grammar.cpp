@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/json_object_grammar.h"
 #include "engine/structured/ebnf_compiler.h"
+#include "engine/structured/gemma4_tool_call_grammar.h"
 #include "engine/structured/json_schema_compiler.h"
 #include "engine/structured/regex_compiler.h"
 
@@ -44,11 +45,63 @@ std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& t
   std::vector<int32_t> ids;
   for (const EscapeNode& e : shared->escapes)
     matcher->walk_escape(trie, state, kKeptFrames, e, &ids);
+  GrammarState next;
+  for (const auto& [id, bytes] : grammar_.private_tokens()) {
+    if (id < vocab_size && matcher->advance(state, static_cast<uint8_t>(bytes[0]), &next)) {
+      ids.push_back(id);
+    }
+  }
   set_bits(ids, bits.get());
   std::lock_guard<std::mutex> lock(mutex_);
   masks_.put(key, bits);
   return bits;
 }
+
+std::string_view CompiledGrammar::token_bytes(const JsonTokenTrie& trie, int32_t id) const {
+  for (const auto& [token, bytes] : grammar_.private_tokens()) {
+    if (token == id) return bytes;
+  }
+  return trie.bytes(id);
+}
+
+namespace {
+
+// {"schema": TEXT, "any_whitespace": BOOL, "whitespace_pattern": REGEX or null}: vLLM's
+// disable_any_whitespace and whitespace_pattern. The pattern may match blank space only, or the
+// JSON would not be JSON.
+void compile_json_with_whitespace(Grammar* g, const nlohmann::ordered_json& wrapped) {
+  SchemaSyntax syntax;
+  syntax.any_whitespace = wrapped.value("any_whitespace", true);
+  if (wrapped.contains("whitespace_pattern") && !wrapped["whitespace_pattern"].is_null()) {
+    const std::string pattern = wrapped["whitespace_pattern"].get<std::string>();
+    Grammar check;
+    try {
+      check.set_root(compile_regex(&check, pattern).index);
+      check.finish();
+    } catch (const InputError& e) {
+      throw InputError(std::string("whitespace_pattern: ") + e.what());
+    }
+    ByteSet blank;
+    for (char c : {' ', '\t', '\n', '\r'}) blank.set(static_cast<uint8_t>(c));
+    for (uint32_t e : check.elements()) {
+      if ((e & Grammar::kTagMask) == Grammar::kBytesTag &&
+          (check.byte_set(e & ~Grammar::kTagMask) & ~blank).any()) {
+        throw InputError("whitespace_pattern '" + pattern +
+                         "' matches more than blank space (space, tab, newline, carriage return)");
+      }
+    }
+    syntax.whitespace_pattern = pattern;
+  }
+  nlohmann::ordered_json schema;
+  try {
+    schema = nlohmann::ordered_json::parse(wrapped.at("schema").get<std::string>());
+  } catch (const nlohmann::ordered_json::exception&) {
+    throw InputError("the JSON schema is not valid JSON");
+  }
+  compile_json_schema(g, schema, syntax);
+}
+
+}  // namespace
 
 Grammar build_grammar(std::string_view kind, std::string_view spec) {
   Grammar g;
@@ -60,6 +113,8 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
       throw InputError("the JSON schema is not valid JSON");
     }
     compile_json_schema(&g, schema);
+  } else if (kind == "json_with_whitespace") {  // the server's wrapping of "json" with options
+    compile_json_with_whitespace(&g, nlohmann::ordered_json::parse(spec));
   } else if (kind == "regex") {
     g.set_root(compile_regex(&g, spec).index);
   } else if (kind == "choice") {
@@ -75,6 +130,8 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
     g.set_root(g.one_of(std::move(texts)).index);
   } else if (kind == "grammar") {
     compile_ebnf(&g, spec);
+  } else if (kind == "gemma4_tool_call") {  // the server's own spec (tool_choice), never a client's
+    compile_gemma4_tool_calls(&g, nlohmann::ordered_json::parse(spec));
   } else {
     throw InputError("unknown structured output kind '" + std::string(kind) + "'");
   }

@@ -68,6 +68,8 @@ class CompiledGrammar {
   std::shared_ptr<const TokenBits> allowed(const JsonTokenTrie& trie, int vocab_size,
                                            const GrammarState& state,
                                            GrammarMatcher* matcher) const;
+  // The bytes the grammar reads for token `id`: its private byte, else its trie bytes.
+  std::string_view token_bytes(const JsonTokenTrie& trie, int32_t id) const;
 
  private:
   // The part of a mask the kept frames decide, and where the rest must look below them.
@@ -82,7 +84,9 @@ class CompiledGrammar {
 };
 
 // Compiles structured-output specs, caching the results. Kinds: "json" (a JSON Schema's text),
-// "regex", "choice" (a JSON array of strings), "grammar" (xgrammar's EBNF). Throws InputError
+// "regex", "choice" (a JSON array of strings), "grammar" (xgrammar's EBNF), "gemma4_tool_call"
+// (gemma4_tool_call_grammar.h), "json_with_whitespace" ({"schema": TEXT, "any_whitespace": BOOL,
+// "whitespace_pattern": REGEX or null}; the last two are the server's own kinds). Throws InputError
 // for a spec it cannot compile or refuses (unsupported keyword, too large).
 class GrammarCompiler {
  public:

@@ -213,6 +213,17 @@ Grammar::Symbol Grammar::codepoints(const CodepointRanges& ranges) {
   return choice(std::move(alts), "char");
 }
 
+uint8_t Grammar::private_byte(int32_t token) {
+  for (const auto& [id, bytes] : private_tokens_) {
+    if (id == token) return static_cast<uint8_t>(bytes[0]);
+  }
+  const size_t n = private_tokens_.size();
+  if (kFirstPrivateByte + n > 0xFF) throw InputError("a grammar takes at most 8 private tokens");
+  const auto byte = static_cast<uint8_t>(kFirstPrivateByte + n);
+  private_tokens_.emplace_back(token, std::string(1, static_cast<char>(byte)));
+  return byte;
+}
+
 void Grammar::finish() {
   if (root_ >= names_.size()) throw InputError("the grammar has no root rule");
   // Nullable rules, to a fixed point.

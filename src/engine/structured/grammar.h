@@ -51,6 +51,17 @@ class Grammar {
   // One UTF-8 encoded character from `ranges` (surrogates excluded).
   Symbol codepoints(const CodepointRanges& ranges);
 
+  // A byte only vocabulary token `token` writes: one of 0xF8-0xFF, which never occur in UTF-8
+  // text and so in no token of the vocabulary trie. Its text spelled by other tokens is then no
+  // match (Gemma 4's tool-call markers: only the marker token may write them). The same token
+  // gets the same byte; InputError past eight tokens.
+  static constexpr uint8_t kFirstPrivateByte = 0xF8;
+  uint8_t private_byte(int32_t token);
+  // (token, its one private byte as a string), for masks and feeding.
+  const std::vector<std::pair<int32_t, std::string>>& private_tokens() const {
+    return private_tokens_;
+  }
+
   // Lays the rules out for matching; throws InputError for an undefined root, a rule without
   // alternatives or left recursion (a rule reaching itself before any byte on a path that grows
   // the stack).
@@ -75,6 +86,7 @@ class Grammar {
   std::vector<ByteSet> byte_sets_;
   size_t symbols_ = 0;
   uint32_t root_ = UINT32_MAX;
+  std::vector<std::pair<int32_t, std::string>> private_tokens_;
   std::vector<uint32_t> elements_;
   std::vector<std::vector<uint32_t>> starts_;
 };

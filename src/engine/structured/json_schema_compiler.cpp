@@ -1,5 +1,7 @@
 #include "engine/structured/json_schema_compiler.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/structured/gemma4_tool_call_grammar.h"
 #include "engine/structured/regex_compiler.h"
 
 namespace gemmaserve::structured {
@@ -180,7 +183,16 @@ namespace {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(Grammar* g, const json& document) : g_(*g), doc_(document), ws_(whitespace(g_)) {}
+  SchemaCompiler(Grammar* g, const json& document, const SchemaSyntax& syntax)
+      : g_(*g), doc_(document), syntax_(syntax) {
+    if (syntax.gemma4 || !syntax.any_whitespace) {
+      ws_ = g_.choice(std::vector<Seq>(1), "no_space");
+    } else if (syntax.whitespace_pattern) {
+      ws_ = compile_regex(&g_, *syntax.whitespace_pattern);
+    } else {
+      ws_ = whitespace(g_);
+    }
+  }
 
   Sym value(const json& s, int depth) {
     if (depth > kMaxSchemaDepth) {
@@ -202,12 +214,12 @@ class SchemaCompiler {
       throw InputError("unsupported JSON Schema keyword(s): " + list);
     }
     if (s.contains("$ref")) return reference(s["$ref"], depth);
-    if (s.contains("const")) return g_.choice({g_.literal(s["const"].dump())}, "const");
+    if (s.contains("const")) return g_.choice({g_.literal(literal(s["const"]))}, "const");
     if (s.contains("enum")) {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) throw InputError("'enum' must be a non-empty array");
       std::vector<std::string> texts;
-      for (const json& v : e) texts.push_back(v.dump());
+      for (const json& v : e) texts.push_back(literal(v));
       return g_.one_of(std::move(texts));
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -256,12 +268,56 @@ class SchemaCompiler {
     return g_.choice(std::move(alts), "type");
   }
 
+  // Any value (what {} and additionalProperties true allow).
   Sym any() {
-    if (!any_) any_ = any_json_value(&g_);
+    if (any_) return *any_;
+    const uint32_t value = g_.add_rule("value");
+    any_ = Grammar::ref(value);
+    const Sym member = g_.choice({{ws_, any_key(), ws_, g_.byte(':'), ws_, *any_}}, "member");
+    const Sym object =
+        g_.choice({{g_.byte('{'), g_.optional({member, g_.star({ws_, g_.byte(','), member})}), ws_,
+                    g_.byte('}')}},
+                  "object");
+    const Sym array = g_.choice(
+        {{g_.byte('['), ws_, g_.optional({*any_, g_.star({ws_, g_.byte(','), ws_, *any_})}), ws_,
+          g_.byte(']')}},
+        "array");
+    g_.set_alternatives(value, {{object},
+                                {array},
+                                {string_any()},
+                                {number_rule()},
+                                g_.literal("true"),
+                                g_.literal("false"),
+                                g_.literal("null")});
     return *any_;
   }
 
  private:
+  std::string literal(const json& v) const {
+    return syntax_.gemma4 ? gemma4_literal(v, syntax_) : v.dump();
+  }
+
+  Sym number_rule() {
+    if (!number_) number_ = syntax_.gemma4 ? gemma4_number(&g_) : number(g_);
+    return *number_;
+  }
+
+  // A key of additionalProperties: any string (JSON), a bare identifier (Gemma 4).
+  Sym any_key() { return syntax_.gemma4 ? gemma4_any_key(&g_) : string_any(); }
+
+  Seq key(const std::string& name) {
+    return g_.literal(syntax_.gemma4 ? gemma4_key(name, syntax_) : json(name).dump());
+  }
+
+  // A string value around `body`.
+  Sym quoted(Sym body) {
+    if (!syntax_.gemma4) return g_.choice({{g_.byte('"'), body, g_.byte('"')}}, "string");
+    Seq seq = g_.literal(syntax_.gemma4_delimiter);
+    seq.push_back(body);
+    const Seq close = g_.literal(syntax_.gemma4_delimiter);
+    seq.insert(seq.end(), close.begin(), close.end());
+    return g_.choice({std::move(seq)}, "string");
+  }
   Sym typed(const std::string& t, const json& s, int depth) {
     if (t == "object") return object(s, depth);
     if (t == "array") return array(s, depth);
@@ -274,7 +330,7 @@ class SchemaCompiler {
                            " on a number (integers take it)");
         }
       }
-      return number(g_);
+      return number_rule();
     }
     if (t == "boolean") return g_.choice({g_.literal("true"), g_.literal("false")}, "boolean");
     if (t == "null") return g_.choice({g_.literal("null")}, "null");
@@ -327,7 +383,7 @@ class SchemaCompiler {
     Sym body;
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) throw InputError("'pattern' must be a string");
-      body = compile_regex(&g_, s["pattern"].get<std::string>(), /*inside_json_string=*/true);
+      body = compile_regex(&g_, s["pattern"].get<std::string>(), !syntax_.gemma4);
     } else if (s.contains("format")) {
       const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
       const auto it = kFormats.find(f);
@@ -335,11 +391,15 @@ class SchemaCompiler {
         throw InputError("unsupported JSON Schema format '" + f +
                          "' (supported: date, date-time, email, ipv4, time, uuid)");
       }
-      body = compile_regex(&g_, it->second, true);
-    } else {
+      body = compile_regex(&g_, it->second, !syntax_.gemma4);
+    } else if (!syntax_.gemma4) {
       body = g_.repeat({char_rule()}, min, max);
+    } else if (min == 0 && max < 0) {
+      body = gemma4_free_text(&g_, syntax_.gemma4_markers);
+    } else {
+      body = gemma4_bounded_text(&g_, min, max);
     }
-    return g_.choice({{g_.byte('"'), body, g_.byte('"')}}, "string");
+    return quoted(body);
   }
 
   Sym char_rule() {
@@ -349,7 +409,8 @@ class SchemaCompiler {
 
   Sym string_any() {
     if (!string_any_) {
-      string_any_ = g_.choice({{g_.byte('"'), g_.star({char_rule()}), g_.byte('"')}}, "string");
+      string_any_ = quoted(syntax_.gemma4 ? gemma4_free_text(&g_, syntax_.gemma4_markers)
+                                          : g_.star({char_rule()}));
     }
     return *string_any_;
   }
@@ -379,6 +440,11 @@ class SchemaCompiler {
         if (!found) props.push_back({name, &kAny, true});
       }
     }
+    if (syntax_.gemma4) {  // the chat template writes arguments through dictsort
+      std::stable_sort(props.begin(), props.end(), [](const Property& a, const Property& b) {
+        return lower(a.name) < lower(b.name);
+      });
+    }
     // xgrammar's strict default: listed properties close the object unless it says otherwise.
     std::optional<Sym> extra;
     const json* ap = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
@@ -398,7 +464,7 @@ class SchemaCompiler {
     // Rules for "the members from i on": first (no comma yet) and after (one came before).
     Sym first, after;
     if (extra) {
-      const Seq kv = member({string_any()}, *extra);
+      const Seq kv = member({any_key()}, *extra);
       Seq more = {ws_, g_.byte(',')};
       more.insert(more.end(), kv.begin(), kv.end());
       after = g_.star(std::move(more));
@@ -409,8 +475,7 @@ class SchemaCompiler {
       first = after = g_.choice(std::vector<Seq>(1), "end");
     }
     for (size_t i = props.size(); i-- > 0;) {
-      const Seq kv =
-          member(g_.literal(json(props[i].name).dump()), value(*props[i].schema, depth + 1));
+      const Seq kv = member(key(props[i].name), value(*props[i].schema, depth + 1));
       Seq first_alt = kv;
       first_alt.push_back(after);
       Seq after_alt = {ws_, g_.byte(',')};
@@ -463,43 +528,35 @@ class SchemaCompiler {
     return Grammar::ref(rule);
   }
 
+  static std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  }
+
   Grammar& g_;
   const json& doc_;
+  const SchemaSyntax& syntax_;
   Sym ws_;
-  std::optional<Sym> any_, json_char_, string_any_;
+  std::optional<Sym> any_, json_char_, string_any_, number_;
   std::map<std::string, uint32_t> refs_;
 };
 
 }  // namespace
 
 Grammar::Symbol any_json_value(Grammar* g) {
-  const Sym ws = whitespace(*g);
-  const Sym str = g->choice({{g->byte('"'), g->star({json_char(*g)}), g->byte('"')}}, "string");
-  const Sym num = number(*g);
-  const uint32_t value = g->add_rule("value");
-  const Sym member = g->choice({{ws, str, ws, g->byte(':'), ws, Grammar::ref(value)}}, "member");
-  const Sym object =
-      g->choice({{g->byte('{'), g->optional({member, g->star({ws, g->byte(','), member})}), ws,
-                  g->byte('}')}},
-                "object");
-  const Sym array = g->choice(
-      {{g->byte('['), ws,
-        g->optional({Grammar::ref(value), g->star({ws, g->byte(','), ws, Grammar::ref(value)})}),
-        ws, g->byte(']')}},
-      "array");
-  g->set_alternatives(value, {{object},
-                              {array},
-                              {str},
-                              {num},
-                              g->literal("true"),
-                              g->literal("false"),
-                              g->literal("null")});
-  return Grammar::ref(value);
+  const SchemaSyntax syntax;
+  return SchemaCompiler(g, json(), syntax).any();
 }
 
-void compile_json_schema(Grammar* g, const nlohmann::ordered_json& schema) {
-  SchemaCompiler c(g, schema);
-  const Sym root = c.value(schema, 0);
+Grammar::Symbol compile_schema_value(Grammar* g, const nlohmann::ordered_json& schema,
+                                     const SchemaSyntax& syntax) {
+  SchemaCompiler c(g, schema, syntax);
+  return c.value(schema, 0);
+}
+
+void compile_json_schema(Grammar* g, const nlohmann::ordered_json& schema,
+                         const SchemaSyntax& syntax) {
+  const Sym root = compile_schema_value(g, schema, syntax);
   g->set_root(g->choice({{root}}, "root").index);
 }
 

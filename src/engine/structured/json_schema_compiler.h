@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/structured/grammar.h"
 
@@ -22,8 +23,27 @@ namespace gemmaserve::structured {
 
 inline constexpr int kMaxWhitespaceRun = 16;
 
+// How a schema's values are written.
+struct SchemaSyntax {
+  // Gemma 4's tool-argument syntax (gemma4_tool_call_grammar.h) instead of JSON text: no blank
+  // space, bare keys in the chat template's sorted order, strings in <|"|> that never contain
+  // one of `gemma4_markers`.
+  bool gemma4 = false;
+  std::vector<std::string> gemma4_markers;
+  std::string gemma4_delimiter = "<|\"|>";  // or its token's private byte (Grammar::private_byte)
+  // JSON's blank space between tokens: xgrammar's any_whitespace (capped runs) unless
+  // disabled (vLLM's disable_any_whitespace) or given as a regex (whitespace_pattern).
+  bool any_whitespace = true;
+  std::optional<std::string> whitespace_pattern;
+};
+
 // Sets g's root to a rule matching the JSON texts valid under `schema`.
-void compile_json_schema(Grammar* g, const nlohmann::ordered_json& schema);
+void compile_json_schema(Grammar* g, const nlohmann::ordered_json& schema,
+                         const SchemaSyntax& syntax = {});
+
+// A rule matching the values valid under `schema`, written in `syntax` (no root set).
+Grammar::Symbol compile_schema_value(Grammar* g, const nlohmann::ordered_json& schema,
+                                     const SchemaSyntax& syntax);
 
 // A regex for the integers in [lo, hi] (either end open), canonical JSON digits.
 std::string integer_range_regex(std::optional<int64_t> lo, std::optional<int64_t> hi);
