@@ -13,6 +13,7 @@
 #include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
 #include "server/chat_rendering.h"
@@ -55,7 +56,8 @@ constexpr const char* kUsage =
     "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
     "accepted for compatibility, logged and ignored on CPU:\n"
     "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, --quantization/-q,\n"
+    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, "
+    "--quantization/-q,\n"
     "  ...\n";
 
 // Flags vLLM users pass that have no meaning (yet) on one CPU process.
@@ -71,8 +73,7 @@ const std::vector<std::string>& ignored_value_flags() {
                                                  "--allowed-origins",
                                                  "--load-format",
                                                  "--task",
-                                                 "--max-num-partial-prefills",
-                                                 "--data-parallel-size"};
+                                                 "--max-num-partial-prefills"};
   return flags;
 }
 const std::vector<std::string>& ignored_bool_flags() {
@@ -99,6 +100,8 @@ std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "-tp") {
       out.push_back("--tensor-parallel-size");
+    } else if (a == "-dp") {
+      out.push_back("--data-parallel-size");
     } else if (a == "-pp") {
       out.push_back("--pipeline-parallel-size");
     } else if (a == "-q") {
@@ -270,9 +273,10 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Engine engine(ea);
-  ServerMetrics metrics(opt.served_model_names.front());
-  ServingContext ctx{engine, opt, metrics};
+  EngineReplicas replicas(ea);
+  Engine& engine = replicas.front();
+  ServerMetrics metrics(opt.served_model_names.front(), replicas.size());
+  ServingContext ctx{replicas, opt, metrics};
   ctx.generation =
       resolve_generation_defaults(model, ea.generation_config, ea.override_generation_config);
   ctx.gemma4 = engine.model_config().model_type.rfind("gemma4", 0) == 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "server/metrics.h"
 
@@ -24,13 +25,14 @@ struct SessionEvent {
 
 class EngineSession {
  public:
-  EngineSession(Engine& engine, ServerMetrics& metrics);
+  EngineSession(EngineReplicas& engines, ServerMetrics& metrics);
   // Aborts the requests that have not finished.
   ~EngineSession();
   EngineSession(const EngineSession&) = delete;
   EngineSession& operator=(const EngineSession&) = delete;
 
-  // Submits all requests together (all or none); the engine's InputError propagates.
+  // Submits all requests together (all or none), each to the replica the router picks; the
+  // engine's InputError propagates.
   void submit(std::vector<EngineRequest> requests);
   // Moves queued events into `out`, waiting up to `timeout` when none are queued. Returns false
   // once every request has finished and its events were taken.
@@ -40,7 +42,7 @@ class EngineSession {
 
  private:
   struct State;
-  Engine& engine_;
+  EngineReplicas& engines_;
   ServerMetrics& metrics_;
   std::shared_ptr<State> state_;
   std::vector<std::string> request_ids_;

@@ -274,13 +274,20 @@ void HttpServer::register_routes() {
       }));
 
   register_chat_page(s);
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  // 503 once any data-parallel replica's engine thread has stopped (vLLM: EngineDeadError).
+  s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    if (auto failure = ctx.replicas.failure()) {
+      send_json(res, 503, error_json(503, "ServiceUnavailableError", *failure, std::nullopt));
+      return;
+    }
+    res.status = 200;
+  });
   s.Get("/ping", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, ordered_json{{"version", GEMMASERVE_VERSION}});
   });
   s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ctx.metrics.render(ctx.engine.stats()),
+    res.set_content(ctx.metrics.render(ctx.replicas.stats()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {

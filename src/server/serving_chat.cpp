@@ -451,7 +451,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs
   er.priority = req.priority;
   er.cache_salt = req.cache_salt;
-  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
+  auto session = std::make_shared<EngineSession>(ctx.replicas, ctx.metrics);
   std::vector<EngineRequest> one;
   one.push_back(std::move(er));
   session->submit(std::move(one));

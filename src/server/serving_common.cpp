@@ -20,11 +20,12 @@ void check_model_name(const ServingContext& ctx, const std::optional<std::string
 }
 
 void check_overload(const ServingContext& ctx) {
-  const EngineStats st = ctx.engine.stats();
+  int waiting = 0;  // over every data-parallel replica
+  for (const EngineStats& st : ctx.replicas.stats()) waiting += st.num_waiting;
   const int limit = ctx.options.max_waiting_requests;
-  if (limit > 0 && st.num_waiting >= limit) {
+  if (limit > 0 && waiting >= limit) {
     throw ApiError(503, "ServiceUnavailableError",
-                   "The server is overloaded: " + std::to_string(st.num_waiting) +
+                   "The server is overloaded: " + std::to_string(waiting) +
                        " requests are waiting (--max-waiting-requests " + std::to_string(limit) +
                        "). Retry later.");
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
 #include "io/media/media_connector.h"
@@ -25,9 +26,10 @@ namespace gemmaserve {
 
 struct ServingContext {
   // Throws InputError for a bad --allowed-local-media-path.
-  ServingContext(Engine& e, const ServerOptions& o, ServerMetrics& m)
-      : engine(e), options(o), metrics(m), media(o.media) {}
-  Engine& engine;
+  ServingContext(EngineReplicas& r, const ServerOptions& o, ServerMetrics& m)
+      : engine(r.front()), replicas(r), options(o), metrics(m), media(o.media) {}
+  Engine& engine;            // replica 0: tokenizer, config and prompt rules (same in all)
+  EngineReplicas& replicas;  // where requests go (--data-parallel-size; one without it)
   const ServerOptions& options;
   ServerMetrics& metrics;
   media::MediaConnector media;    // image URLs -> bytes (--allowed-local-media-path, ...)

@@ -323,7 +323,7 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
     er.cache_salt = req.cache_salt;
     requests.push_back(std::move(er));
   }
-  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
+  auto session = std::make_shared<EngineSession>(ctx.replicas, ctx.metrics);
   session->submit(std::move(requests));
   if (!ctx.options.disable_log_requests) {
     GS_LOG_INFO << "Received request " << job->id << ": " << job->prompts.size()
