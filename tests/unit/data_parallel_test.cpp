@@ -10,6 +10,7 @@
 #include "engine/data_parallel/engine_replicas.h"
 #include "engine/data_parallel/replica_router.h"
 #include "engine_test_support.h"
+#include "server/metrics.h"
 
 namespace gemmaserve::enginetest {
 namespace {
@@ -59,6 +60,30 @@ TEST(DataParallelRouter, ThreadsAreSplitBetweenReplicas) {
   EXPECT_EQ(replica_engine_args(a, 1, 5).threads, 2);
   EXPECT_EQ(replica_engine_args(a, 1, 5).data_parallel_rank, 1);
   EXPECT_EQ(replica_engine_args(a, 0, 1).threads, 1);  // never none
+}
+
+// vLLM labels each DP engine's series engine="R": gauges from each replica's stats, latency
+// histograms and finish counts from the replica that ran the request.
+TEST(DataParallelRouter, MetricsRepeatEverySeriesPerReplica) {
+  ServerMetrics m("m", 2);
+  m.observe_e2e_latency(0.4, 1);
+  m.count_finished("stop", 1);
+  std::vector<EngineStats> stats(2);
+  stats[0].num_running = 3;
+  stats[1].kv_cache_usage = 0.25;
+  const std::string text = m.render(stats);
+  for (const char* line :
+       {"vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0\n",
+        "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 0.0\n",
+        "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"} 0.25\n",
+        "vllm:e2e_request_latency_seconds_count{engine=\"0\",model_name=\"m\"} 0\n",
+        "vllm:e2e_request_latency_seconds_count{engine=\"1\",model_name=\"m\"} 1\n",
+        "vllm:request_success_total{engine=\"1\",model_name=\"m\",finished_reason="
+        "\"stop\"} 1.0\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_EQ(text.find("# HELP vllm:num_requests_running"),
+            text.rfind("# HELP vllm:num_requests_running"));  // one header per family
 }
 
 EngineArgs two_replicas() {
