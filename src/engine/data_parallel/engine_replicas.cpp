@@ -1,6 +1,7 @@
 #include "engine/data_parallel/engine_replicas.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -28,14 +29,20 @@ EngineArgs replica_engine_args(const EngineArgs& args, int rank, int total_threa
   return a;
 }
 
-// Lets a submission's callback run until a failed add_requests closes it; closing waits for a
-// call in progress, so after close() the caller's callback state may go away.
+// Holds a batch's callbacks until every replica has queued its share: then they run (open), or,
+// when a replica refused, never (closed). A callback that comes early waits on the engine thread
+// for the few microseconds the other shares take, so no partial batch is ever seen.
 struct EngineReplicas::Gate {
+  enum class State { kPending, kOpen, kClosed };
   std::mutex mutex;
-  bool open = true;
-  void close() {
-    std::lock_guard<std::mutex> lock(mutex);
-    open = false;
+  std::condition_variable decided;
+  State state = State::kPending;
+  void decide(State s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      state = s;
+    }
+    decided.notify_all();
   }
 };
 
@@ -169,8 +176,9 @@ void EngineReplicas::add_requests(std::vector<Submission> submissions,
       s.callback = [this, gate, id, serial, cb = std::move(s.callback)](
                        const RequestOutput& output, const RequestOutputDelta& delta) {
         if (delta.finished) forget(id, serial);
-        std::lock_guard<std::mutex> lock(gate->mutex);
-        if (gate->open) cb(output, delta);
+        std::unique_lock<std::mutex> lock(gate->mutex);
+        gate->decided.wait(lock, [&] { return gate->state != Gate::State::kPending; });
+        if (gate->state == Gate::State::kOpen) cb(output, delta);
       };
       shares[r].push_back(std::move(s));
     }
@@ -182,7 +190,7 @@ void EngineReplicas::add_requests(std::vector<Submission> submissions,
       engines_[r]->add_requests(std::move(shares[r]));
       queued.push_back(r);
     } catch (...) {
-      gate->close();
+      gate->decide(Gate::State::kClosed);
       for (size_t q : queued) {
         for (const std::string& id : tracked[q]) engines_[q]->abort(id);
       }
@@ -193,6 +201,7 @@ void EngineReplicas::add_requests(std::vector<Submission> submissions,
       throw;
     }
   }
+  gate->decide(Gate::State::kOpen);
 }
 
 bool EngineReplicas::abort(const std::string& request_id) {

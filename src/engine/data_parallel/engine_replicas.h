@@ -51,8 +51,9 @@ class EngineReplicas {
   // counting as waiting on its replica for those after it.
   std::vector<size_t> route(std::span<const EngineRequest> requests) const;
   // Submits submission i to replicas[i] (to route()'s choices when `replicas` is empty). All or
-  // none: when a replica refuses its share, the shares already queued elsewhere are aborted
-  // without their callbacks ever running, and the error propagates.
+  // none: callbacks wait until every share is queued; when a replica refuses its share, the
+  // shares queued elsewhere are aborted without their callbacks ever running, and the error
+  // propagates.
   void add_requests(std::vector<Submission> submissions, std::vector<size_t> replicas = {});
   // Aborts an unfinished request on its replica; false if unknown or finished.
   bool abort(const std::string& request_id);
