@@ -18,6 +18,7 @@
 namespace gemmaserve {
 
 class Engine;
+class EngineReplicas;
 class Tokenizer;
 
 // Engine settings, named after vLLM's EngineArgs (the CLI flags are these names with dashes).
@@ -66,6 +67,12 @@ struct EngineArgs {
   // MoE: whole experts per rank (num_experts / tensor_parallel_size each) instead of a slice of
   // every expert; attention and the dense MLP stay tensor parallel.
   bool enable_expert_parallel = false;
+  // Engine replicas in this process, each with its own KV cache, scheduler and a
+  // threads/data_parallel_size share of the CPUs; requests go to the replica with the longest
+  // cached prefix, else the least loaded (engine/data_parallel/). data_parallel_rank is the
+  // replica an Engine is (set by EngineReplicas; it picks the replica's CPUs).
+  int data_parallel_size = 1;
+  int data_parallel_rank = 0;
 };
 
 // A prompt is text or token ids, with one image per bare <|image|> token (vLLM's
@@ -171,11 +178,13 @@ class LLM {
   SamplingParams default_sampling_params() const;
   // Engine steps run so far (one forward call each).
   uint64_t num_steps() const;
-  // The engine underneath, for stats and streaming.
+  // The engine underneath, for stats and streaming (replica 0 with data_parallel_size > 1).
   Engine& engine();
+  // Every replica (one without data parallelism); generate() routes among them.
+  EngineReplicas& replicas();
 
  private:
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EngineReplicas> replicas_;
   uint64_t next_request_ = 0;
 };
 

@@ -19,8 +19,8 @@ ChatMessages = List[Dict[str, Any]]
 
 # vLLM arguments with no meaning on one CPU process: accepted and logged, as the server's flags.
 _IGNORED_DEFAULTS: Dict[str, Any] = {
-    "trust_remote_code": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-    "data_parallel_size": 1, "compilation_config": None, "enforce_eager": False,
+    "trust_remote_code": False, "pipeline_parallel_size": 1,
+    "compilation_config": None, "enforce_eager": False,
     "swap_space": 4, "cpu_offload_gb": 0, "disable_custom_all_reduce": False,
     "tokenizer_mode": "auto", "revision": None, "tokenizer_revision": None,
     "hf_token": None, "hf_overrides": None, "enable_chunked_prefill": None,
@@ -94,8 +94,15 @@ class LLM:
         mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
             560 or 1120); a prompt's own ``mm_processor_kwargs`` win.
         mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
+        data_parallel_size: Engine replicas in this process, each with its own KV cache and a
+            share of the threads; prompts go to the replica with the longest cached prefix,
+            else the least loaded (1).
+        tensor_parallel_size: Ranks the model is split over (1). Honoured when the script runs
+            under ``mpirun -n N`` with N equal to it (every rank but 0 serves the model inside
+            this constructor and exits when rank 0's LLM ends); otherwise the whole model runs
+            in this one process, with a warning saying so.
         **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
-            ``tensor_parallel_size``, ``compilation_config``, ...) are accepted and logged.
+            ``compilation_config``, ...) are accepted and logged.
 
     Raises:
         ValueError: a bad checkpoint or argument (the engine's message).
@@ -116,6 +123,8 @@ class LLM:
                  limit_mm_per_prompt: Optional[Dict[str, Any]] = None,
                  mm_processor_kwargs: Optional[Dict[str, Any]] = None,
                  mm_processor_cache_gb: Optional[float] = None,
+                 data_parallel_size: int = 1, tensor_parallel_size: int = 1,
+                 enable_expert_parallel: bool = False,
                  **kwargs: Any) -> None:
         args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
                                 "generation_config": generation_config}
@@ -141,6 +150,12 @@ class LLM:
         if dtype not in ("auto", None):
             logger.warning(f"LLM(dtype={dtype!r}) is accepted for vLLM compatibility and "
                            "ignored: gemmaserve computes in float32 from the checkpoint's weights")
+        if data_parallel_size != 1:
+            args["data_parallel_size"] = data_parallel_size
+        if enable_expert_parallel:
+            args["enable_expert_parallel"] = True
+        if tensor_parallel_size != 1:
+            self._join_tensor_parallel_ranks(args, tensor_parallel_size)
         for name, value in kwargs.items():
             if name in _IGNORED_DEFAULTS and value == _IGNORED_DEFAULTS[name]:
                 logger.info(f"LLM({name}={value!r}) is accepted for vLLM compatibility; "
@@ -149,6 +164,23 @@ class LLM:
                 logger.warning(f"LLM({name}={value!r}) is accepted for vLLM compatibility and "
                                "ignored: gemmaserve runs one CPU process")
         self._engine = _gemmaserve.Engine(args)
+
+    @staticmethod
+    def _join_tensor_parallel_ranks(args: Dict[str, Any], size: int) -> None:
+        """Tensor parallelism needs `size` processes started by mpirun; rank 0 returns to build
+        the engine, the others serve the model here and end the process with rank 0's LLM."""
+        ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+        if ranks != size:
+            where = "this one process" if ranks == 1 else f"one of {ranks} mpirun ranks"
+            logger.warning(f"LLM(tensor_parallel_size={size}) needs {size} ranks: run the script "
+                           f"under `mpirun -n {size}` to split the model (or serve it with "
+                           f"`gemmaserve serve MODEL --tensor-parallel-size {size}`); the whole "
+                           f"model runs in {where}")
+            return
+        args["tensor_parallel_size"] = size
+        args["distributed_executor_backend"] = "mpi"
+        if int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) != 0:
+            _gemmaserve.run_tensor_parallel_follower_and_exit(args)
 
     # -- vLLM's accessors -------------------------------------------------------------------
 

@@ -111,6 +111,14 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       a.limit_mm_per_prompt = parse_limit_mm_per_prompt(text);
     } else if (key == "mm_processor_cache_gb") {
       get(a.mm_processor_cache_gb);
+    } else if (key == "data_parallel_size") {
+      get(a.data_parallel_size);
+    } else if (key == "tensor_parallel_size") {
+      get(a.tensor_parallel_size);
+    } else if (key == "distributed_executor_backend") {
+      get(a.distributed_executor_backend);
+    } else if (key == "enable_expert_parallel") {
+      get(a.enable_expert_parallel);
     } else {
       throw py::type_error("unknown engine argument '" + key + "'");
     }

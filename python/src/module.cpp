@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "engine/image_placeholders.h"
+#include "engine/tensor_parallel_ranks.h"
 #include "gemmaserve/llm.h"
 #include "server/answer_constraints.h"
 #include "server/openai_protocol.h"
@@ -362,6 +364,23 @@ PYBIND11_MODULE(_gemmaserve, m) {
         return gemmaserve::run_serve_command(args);
       },
       py::arg("args"), "Runs `gemmaserve serve ARGS...` in this process; returns the exit code.");
+  m.def(
+      "run_tensor_parallel_follower_and_exit",
+      [](const py::dict& args) {
+        const gemmaserve::EngineArgs a = gemmaserve::python::engine_args_from_dict(args);
+        py::gil_scoped_release release;
+        int status = 0;
+        try {
+          gemmaserve::run_tensor_parallel_follower(a);
+        } catch (const gemmaserve::InputError&) {
+          status = 2;  // a bad argument: rank 0 checks the same ones and reports it, once
+        }
+        // exit(), not Python's os._exit: static destructors finalise MPI, which mpirun expects.
+        std::exit(status);
+      },
+      py::arg("args"),
+      "Serves this mpirun rank (not 0) as a tensor-parallel follower of rank 0's LLM until rank "
+      "0's engine ends, then ends the process (the script after LLM(...) is rank 0's alone).");
   m.def(
       "log",
       [](int level, const std::string& message) {

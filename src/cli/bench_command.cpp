@@ -164,6 +164,12 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   const int warmup = p.get_non_negative_int("--num-iters-warmup", 10);
   const int n = p.get_positive_int("--n", 1);
   const int membw_mib = p.get_positive_int("--membw-size-mib", 1024);
+  if (ea.data_parallel_size > 1) {
+    throw InputError(
+        "bench latency times one engine's batch against its memory bandwidth; "
+        "--data-parallel-size applies to bench throughput, bench serve (against serve "
+        "--data-parallel-size N) and the offline API");
+  }
   // Weight bytes from a second mapping of the checkpoint (shares the page cache).
   double pp_flops = 0;
   uint64_t bytes_per_step = 0;

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/image_placeholders.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
@@ -66,6 +67,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
+  p.value("--data-parallel-size", {"-dp"});
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -128,6 +130,8 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   a.distributed_executor_backend =
       p.get("--distributed-executor-backend").value_or(a.distributed_executor_backend);
   a.enable_expert_parallel = p.get_flag("--enable-expert-parallel", a.enable_expert_parallel);
+  a.data_parallel_size = int_flag(p, "--data-parallel-size", a.data_parallel_size);
+  check_data_parallel_args(a);  // before any rank starts
   return a;
 }
 
@@ -163,7 +167,9 @@ const char* engine_flags_usage() {
          "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
          "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"
          "                                    via mpirun; mpi: already under mpirun -n N\n"
-         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n";
+         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n"
+         "  --data-parallel-size N            N engine replicas in this process, each with\n"
+         "                                    threads/N CPUs and its own KV cache (alias -dp)\n";
 }
 
 }  // namespace gemmaserve

@@ -16,6 +16,7 @@
 #include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
 #include "core/error.h"
+#include "parallel/rank_launch.h"
 
 namespace {
 
@@ -73,7 +74,9 @@ int main(int argc, char** argv) {
   try {
     return it->second(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const gemmaserve::InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // Every tensor-parallel rank checks the same flags and checkpoint: rank 0 alone reports a
+    // bad one (e.g. heads not divisible by the rank count), once.
+    if (gemmaserve::mpirun_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error: %s\n", e.what());

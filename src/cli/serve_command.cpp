@@ -14,6 +14,7 @@
 #include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
 #include "server/chat_rendering.h"
@@ -84,8 +85,7 @@ const std::vector<std::string>& ignored_value_flags() {
                                                  "--allowed-origins",
                                                  "--load-format",
                                                  "--task",
-                                                 "--max-num-partial-prefills",
-                                                 "--data-parallel-size"};
+                                                 "--max-num-partial-prefills"};
   return flags;
 }
 const std::vector<std::string>& ignored_bool_flags() {
@@ -112,6 +112,8 @@ std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "-tp") {
       out.push_back("--tensor-parallel-size");
+    } else if (a == "-dp") {
+      out.push_back("--data-parallel-size");
     } else if (a == "-pp") {
       out.push_back("--pipeline-parallel-size");
     } else if (a == "-q") {
@@ -305,9 +307,10 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Engine engine(ea);
-  ServerMetrics metrics(opt.served_model_names.front());
-  ServingContext ctx{engine, opt, metrics};
+  EngineReplicas replicas(ea);
+  Engine& engine = replicas.front();
+  ServerMetrics metrics(opt.served_model_names.front(), replicas.size());
+  ServingContext ctx{replicas, opt, metrics};
   ctx.generation =
       resolve_generation_defaults(model, ea.generation_config, ea.override_generation_config);
   ctx.gemma4 = engine.model_config().model_type.rfind("gemma4", 0) == 0;

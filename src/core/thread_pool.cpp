@@ -80,11 +80,11 @@ void pin_current_thread(int) {}
 
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads, bool pin_to_cpus)
-    : caller_cpu_(pin_to_cpus ? nth_allowed_cpu(0) : -1) {
+ThreadPool::ThreadPool(size_t num_threads, bool pin_to_cpus, size_t first_cpu)
+    : caller_cpu_(pin_to_cpus ? nth_allowed_cpu(first_cpu) : -1) {
   if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 1; i < num_threads; ++i) {
-    const int cpu = pin_to_cpus ? nth_allowed_cpu(i) : -1;
+    const int cpu = pin_to_cpus ? nth_allowed_cpu(first_cpu + i) : -1;
     workers_.emplace_back([this, i, cpu] { worker_loop(i, cpu); });
   }
 }

@@ -21,8 +21,9 @@ class ThreadPool {
 
   // num_threads counts the calling thread; 0 means hardware_concurrency(). pin_to_cpus binds
   // worker i to CPU i of the process's allowed set (round-robin) and the thread that runs a
-  // section to CPU 0 of it (at its first section), so no two of them share a CPU.
-  explicit ThreadPool(size_t num_threads = 0, bool pin_to_cpus = false);
+  // section to CPU 0 of it (at its first section), so no two of them share a CPU. first_cpu
+  // shifts that to CPUs first_cpu.. of the set (pools of data-parallel replicas side by side).
+  explicit ThreadPool(size_t num_threads = 0, bool pin_to_cpus = false, size_t first_cpu = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

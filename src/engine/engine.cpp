@@ -25,6 +25,7 @@
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
+#include "parallel/rank_launch.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -122,7 +123,12 @@ Engine::Engine(const EngineArgs& args)
       parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs").value_or(280);
   bool pin = bind != "none";
   std::shared_ptr<Communicator> communicator = join_tensor_parallel_ranks(args_, &pin);
-  pool_ = std::make_shared<ThreadPool>(static_cast<size_t>(args_.threads), pin);
+  // Data-parallel replicas pin side by side (replica r from CPU r x threads); unpinned when
+  // they outnumber the CPUs.
+  if (args_.data_parallel_size > allowed_cpu_count()) pin = false;
+  pool_ = std::make_shared<ThreadPool>(
+      static_cast<size_t>(args_.threads), pin,
+      static_cast<size_t>(args_.data_parallel_rank) * static_cast<size_t>(args_.threads));
   const fs::path dir(args_.model);
   std::unique_ptr<ProgressBar> bar;
   WeightLoadOptions load_options;

@@ -133,7 +133,10 @@ class Engine {
   bool abort(const std::string& request_id);
 
   EngineStats stats() const;
-  // The error the engine thread stopped with; nullopt while it runs. Any thread.
+  // For the data-parallel router (engine/data_parallel/): the prompt tokens this engine's prefix
+  // cache would hit now for a prompt of `num_tokens` whose full blocks hash to `block_hashes`
+  // (nothing is allocated or counted), and the error that stopped the engine thread, if any.
+  int cached_prefix_tokens(std::span<const BlockHash> block_hashes, int num_tokens) const;
   std::optional<std::string> failure() const;
 
   // Token ids of a text prompt: the tokenizer's encoding with exactly one BOS in front.

@@ -7,21 +7,31 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
 
 namespace gemmaserve {
 
-LLM::LLM(const EngineArgs& args) : engine_(std::make_unique<Engine>(args)) {}
+LLM::LLM(const EngineArgs& args) : replicas_(std::make_unique<EngineReplicas>(args)) {}
 
 LLM::~LLM() = default;
 
-const Tokenizer* LLM::tokenizer() const { return engine_->tokenizer(); }
-const std::vector<int32_t>& LLM::eos_token_ids() const { return engine_->eos_token_ids(); }
-int LLM::vocab_size() const { return engine_->vocab_size(); }
-uint64_t LLM::num_steps() const { return engine_->stats().steps; }
-SamplingParams LLM::default_sampling_params() const { return engine_->default_sampling_params(); }
-Engine& LLM::engine() { return *engine_; }
+const Tokenizer* LLM::tokenizer() const { return replicas_->front().tokenizer(); }
+const std::vector<int32_t>& LLM::eos_token_ids() const {
+  return replicas_->front().eos_token_ids();
+}
+int LLM::vocab_size() const { return replicas_->front().vocab_size(); }
+uint64_t LLM::num_steps() const {
+  uint64_t steps = 0;
+  for (const EngineStats& s : replicas_->stats()) steps += s.steps;
+  return steps;
+}
+SamplingParams LLM::default_sampling_params() const {
+  return replicas_->front().default_sampling_params();
+}
+Engine& LLM::engine() { return replicas_->front(); }
+EngineReplicas& LLM::replicas() { return *replicas_; }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
                                          const SamplingParams& params) {
@@ -38,15 +48,16 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
       options.max_tokens_to_context.size() != prompts.size()) {
     throw InputError("max_tokens_to_context must have one entry per prompt");
   }
-  const int vocab = engine_->vocab_size();
+  const Engine& engine = replicas_->front();  // prompt rules are the same in every replica
+  const int vocab = engine.vocab_size();
   // Every prompt is checked before any is submitted, with errors that name the prompt.
   std::vector<std::vector<int32_t>> ids(prompts.size());
   std::vector<SamplingParams> per_prompt(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string name = "prompt " + std::to_string(i);
-    ids[i] = prompts[i].text ? engine_->encode_prompt(*prompts[i].text) : prompts[i].token_ids;
+    ids[i] = prompts[i].text ? engine.encode_prompt(*prompts[i].text) : prompts[i].token_ids;
     if (ids[i].empty()) throw InputError(name + " is empty");
-    ids[i] = engine_->prompt_with_bos(std::move(ids[i]));
+    ids[i] = engine.prompt_with_bos(std::move(ids[i]));
     for (int32_t id : ids[i]) {
       if (id < 0 || id >= vocab) {
         throw InputError(name + " holds token id " + std::to_string(id) +
@@ -58,16 +69,16 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     int prompt_len = static_cast<int>(ids[i].size());
     try {
       prompt_len = static_cast<int>(
-          engine_->expand_image_placeholders(ids[i], prompts[i].images).token_ids.size());
+          engine.expand_image_placeholders(ids[i], prompts[i].images).token_ids.size());
     } catch (const InputError& e) {
       throw InputError(name + ": " + e.what());
     }
     if (!options.max_tokens_to_context.empty() && options.max_tokens_to_context[i]) {
-      check_request_length(prompt_len, std::nullopt, engine_->max_model_len());
-      per_prompt[i].max_tokens = engine_->max_model_len() - prompt_len;
+      check_request_length(prompt_len, std::nullopt, engine.max_model_len());
+      per_prompt[i].max_tokens = engine.max_model_len() - prompt_len;
     }
     per_prompt[i].validate(vocab);
-    check_request_length(prompt_len, per_prompt[i].max_tokens, engine_->max_model_len());
+    check_request_length(prompt_len, per_prompt[i].max_tokens, engine.max_model_len());
   }
 
   struct Collector {
@@ -99,7 +110,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     request_ids.push_back(s.request.request_id);
     submissions.push_back(std::move(s));
   }
-  engine_->add_requests(std::move(submissions));
+  replicas_->add_requests(std::move(submissions));
 
   // The callbacks write into `collector`: every request must end before this frame does, so an
   // exception from the caller's hooks aborts the rest and is rethrown only after that.
@@ -108,7 +119,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
   auto abort_unfinished = [&] {
     if (aborting) return;
     aborting = true;
-    for (const std::string& id : request_ids) engine_->abort(id);
+    for (const std::string& id : request_ids) replicas_->abort(id);
   };
   std::unique_lock<std::mutex> lock(collector.mutex);
   while (true) {

@@ -94,7 +94,7 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
   }
   scratch_->plan = detail::make_gemma4_plan(weights_);
   if (options_.interleave_weights) interleave_weights(weights_, pool_.get());
-  if (weights_.config.vision) {
+  if (weights_.config.vision && rank == 0) {  // the other ranks get its rows in the plan
     scratch_->vision =
         std::make_unique<Gemma4VisionEncoder>(weights_, pool_.get(), options_.matmul_precision);
   }

@@ -375,7 +375,9 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   const auto* stored_names = stored ? &stored->tensors : nullptr;
   TensorBinder tower(*ckpt, "model.vision_tower.", &w.owned_buffers, stored_names);
   TensorBinder embed(*ckpt, "model.embed_vision.", &w.owned_buffers, stored_names);
-  if (w.config.vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
+  // Under tensor parallelism rank 0 alone runs the vision tower (the step plan carries its rows).
+  const bool runs_vision = options.tensor_parallel_rank == 0;
+  if (w.config.vision && runs_vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
 
   // Report what was not used: the audio tower (a separate feature) and anything else.
   size_t vision = 0, audio = 0;
@@ -386,7 +388,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
       continue;
     }
     if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.")) {
-      ++vision;
+      if (runs_vision) ++vision;
     } else if (starts_with(name, "model.audio_tower.") || starts_with(name, "model.embed_audio.")) {
       ++audio;
     } else {

@@ -32,8 +32,8 @@ std::string random_request_id(const std::string& prefix) {
   return id;
 }
 
-EngineSession::EngineSession(Engine& engine, ServerMetrics& metrics)
-    : engine_(engine), metrics_(metrics), state_(std::make_shared<State>()) {}
+EngineSession::EngineSession(EngineReplicas& engines, ServerMetrics& metrics)
+    : engines_(engines), metrics_(metrics), state_(std::make_shared<State>()) {}
 
 EngineSession::~EngineSession() { abort(); }
 
@@ -43,6 +43,7 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
   state_->remaining = count;
   state_->arrival = Clock::now();
   state_->last_token.assign(count, {});
+  std::vector<size_t> replicas = engines_.route(requests);
   std::vector<Submission> submissions;
   for (size_t i = 0; i < count; ++i) {
     state_->last_token[i].assign(static_cast<size_t>(requests[i].params.n), std::nullopt);
@@ -52,7 +53,9 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
     std::shared_ptr<State> state = state_;
     ServerMetrics* metrics = &metrics_;
     // Runs on the engine thread: only records and queues, never blocks.
-    s.callback = [state, metrics, i](const RequestOutput& output, const RequestOutputDelta& delta) {
+    const size_t engine = replicas[i];  // its metrics carry engine="R"
+    s.callback = [state, metrics, i, engine](const RequestOutput& output,
+                                             const RequestOutputDelta& delta) {
       const Clock::time_point now = Clock::now();
       SessionEvent e;
       e.prompt_index = i;
@@ -66,22 +69,23 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
           auto& last = state->last_token[i][static_cast<size_t>(c.index)];
           if (!last) {
             metrics->observe_time_to_first_token(
-                std::chrono::duration<double>(now - state->arrival).count());
+                std::chrono::duration<double>(now - state->arrival).count(), engine);
           } else {
-            metrics->observe_inter_token_latency(
-                std::chrono::duration<double>(now - *last).count());
+            metrics->observe_inter_token_latency(std::chrono::duration<double>(now - *last).count(),
+                                                 engine);
           }
           last = now;
         }
         if (delta.finished) {
-          metrics->observe_e2e_latency(std::chrono::duration<double>(now - state->arrival).count());
+          metrics->observe_e2e_latency(std::chrono::duration<double>(now - state->arrival).count(),
+                                       engine);
           int generated = 0;
           for (const CompletionOutput& o : output.outputs) {
             generated += static_cast<int>(o.token_ids.size());
-            metrics->count_finished(o.finish_reason.value_or("abort"));
+            metrics->count_finished(o.finish_reason.value_or("abort"), engine);
           }
           metrics->observe_request_tokens(static_cast<int>(output.prompt_token_ids.size()),
-                                          generated);
+                                          generated, engine);
           if (!state->finished[i]) {
             state->finished[i] = true;
             --state->remaining;
@@ -94,7 +98,7 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
     submissions.push_back(std::move(s));
   }
   try {
-    engine_.add_requests(std::move(submissions));
+    engines_.add_requests(std::move(submissions), std::move(replicas));
   } catch (...) {
     request_ids_.clear();  // nothing was queued
     state_->remaining = 0;
@@ -123,7 +127,7 @@ void EngineSession::abort() {
       if (!state_->finished[i]) unfinished.push_back(request_ids_[i]);
     }
   }
-  for (const std::string& id : unfinished) engine_.abort(id);
+  for (const std::string& id : unfinished) engines_.abort(id);
 }
 
 }  // namespace gemmaserve

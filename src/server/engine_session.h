@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "server/metrics.h"
 
@@ -27,13 +28,14 @@ enum class AbortReason { kNone, kClientGone, kDeadline, kShutdown };
 
 class EngineSession {
  public:
-  EngineSession(Engine& engine, ServerMetrics& metrics);
+  EngineSession(EngineReplicas& engines, ServerMetrics& metrics);
   // Aborts the requests that have not finished.
   ~EngineSession();
   EngineSession(const EngineSession&) = delete;
   EngineSession& operator=(const EngineSession&) = delete;
 
-  // Submits all requests together (all or none); the engine's InputError propagates.
+  // Submits all requests together (all or none), each to the replica the router picks; the
+  // engine's InputError propagates.
   void submit(std::vector<EngineRequest> requests);
   // Moves queued events into `out`, waiting up to `timeout` when none are queued. Returns false
   // once every request has finished and its events were taken.
@@ -43,11 +45,11 @@ class EngineSession {
   // Aborts for `reason` (any thread); the first reason given is kept.
   void abort(AbortReason reason);
   AbortReason abort_reason() const;
-  const Engine& engine() const { return engine_; }
+  const EngineReplicas& engines() const { return engines_; }
 
  private:
   struct State;
-  Engine& engine_;
+  EngineReplicas& engines_;
   ServerMetrics& metrics_;
   std::shared_ptr<State> state_;
   std::vector<std::string> request_ids_;

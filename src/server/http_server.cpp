@@ -408,7 +408,7 @@ void HttpServer::register_routes() {
   // 503 once the engine thread failed or the server drains for shutdown (load balancers stop
   // sending); vLLM answers its dead engine the same way.
   s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    if (auto failure = ctx.engine.failure()) {
+    if (auto failure = ctx.replicas.failure()) {
       send_error(res, ApiError(503, "ServiceUnavailableError",
                                "The engine stopped after an error: " + *failure));
     } else if (ctx.admission.draining()) {
@@ -422,7 +422,7 @@ void HttpServer::register_routes() {
     send_json(res, 200, ordered_json{{"version", GEMMASERVE_VERSION}});
   });
   s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ctx.metrics.render(ctx.engine.stats()),
+    res.set_content(ctx.metrics.render(ctx.replicas.stats()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/python_text.h"
@@ -70,115 +71,135 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
-ServerMetrics::ServerMetrics(std::string model_name)
-    : labels_("engine=\"0\",model_name=\"" + label_value(model_name) + "\""),
-      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
-             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
-      itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-            20.0, 40.0, 80.0}),
-      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
-            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
-      prompt_tokens_(token_buckets()),
-      generation_tokens_(token_buckets()) {}
+ServerMetrics::PerEngine::PerEngine()
+    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+            1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      itl({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+           20.0, 40.0, 80.0}),
+      e2e({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+           30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      prompt_tokens(token_buckets()),
+      generation_tokens(token_buckets()) {}
 
-void ServerMetrics::observe_time_to_first_token(double s) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ttft_.observe(s);
-}
-void ServerMetrics::observe_inter_token_latency(double s) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  itl_.observe(s);
-}
-void ServerMetrics::observe_e2e_latency(double s) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  e2e_.observe(s);
-}
-void ServerMetrics::observe_request_tokens(int prompt, int generation) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  prompt_tokens_.observe(prompt);
-  generation_tokens_.observe(generation);
-}
-void ServerMetrics::count_finished(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++finished_[reason];
+ServerMetrics::ServerMetrics(std::string model_name, size_t num_engines)
+    : engines_(std::max<size_t>(1, num_engines)) {
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    engines_[i].labels =
+        "engine=\"" + std::to_string(i) + "\",model_name=\"" + label_value(model_name) + "\"";
+  }
 }
 
-std::string ServerMetrics::render(const EngineStats& st) const {
+// Under mutex_. An index past the replicas (a caller's bug) counts on the last one.
+ServerMetrics::PerEngine& ServerMetrics::engine(size_t index) {
+  return engines_[std::min(index, engines_.size() - 1)];
+}
+
+void ServerMetrics::observe_time_to_first_token(double s, size_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  engine(e).ttft.observe(s);
+}
+void ServerMetrics::observe_inter_token_latency(double s, size_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  engine(e).itl.observe(s);
+}
+void ServerMetrics::observe_e2e_latency(double s, size_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  engine(e).e2e.observe(s);
+}
+void ServerMetrics::observe_request_tokens(int prompt, int generation, size_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  engine(e).prompt_tokens.observe(prompt);
+  engine(e).generation_tokens.observe(generation);
+}
+void ServerMetrics::count_finished(const std::string& reason, size_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++engine(e).finished[reason];
+}
+
+std::string ServerMetrics::render(std::span<const EngineStats> per_engine) const {
   std::string out;
-  const std::string& l = labels_;
-  header(out, "vllm:num_requests_running", "gauge",
-         "Number of requests in model execution batches.");
-  sample(out, "vllm:num_requests_running", l, st.num_running);
-  header(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  sample(out, "vllm:num_requests_waiting", l, st.num_waiting);
-  header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-  sample(out, "vllm:kv_cache_usage_perc", l, st.kv_cache_usage);
-  header(out, "vllm:prefix_cache_queries_total", "counter",
-         "Prefix cache queries, in terms of number of queried tokens.");
-  sample(out, "vllm:prefix_cache_queries_total", l, static_cast<double>(st.prefix_cache_queries));
-  header(out, "vllm:prefix_cache_hits_total", "counter",
-         "Prefix cache hits, in terms of number of cached tokens.");
-  sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(st.prefix_cache_hits));
-  header(out, "vllm:mm_cache_queries_total", "counter",
-         "Multi-modal cache queries, in terms of number of queried items.");
-  sample(out, "vllm:mm_cache_queries_total", l, static_cast<double>(st.mm_cache_queries));
-  header(out, "vllm:mm_cache_hits_total", "counter",
-         "Multi-modal cache hits, in terms of number of cached items.");
-  sample(out, "vllm:mm_cache_hits_total", l, static_cast<double>(st.mm_cache_hits));
-  header(out, "vllm:num_preemptions_total", "counter",
-         "Cumulative number of preemption from the engine.");
-  sample(out, "vllm:num_preemptions_total", l, static_cast<double>(st.preemptions));
-  header(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
-  sample(out, "vllm:prompt_tokens_total", l, static_cast<double>(st.prompt_tokens));
-  header(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
-  sample(out, "vllm:generation_tokens_total", l, static_cast<double>(st.generation_tokens));
-  std::map<std::string, uint64_t> finished;
+  const size_t n = std::min(per_engine.size(), engines_.size());
+  // One family: its header, then a sample per replica.
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    for (size_t e = 0; e < n; ++e) sample(out, name, engines_[e].labels, value(per_engine[e]));
+  };
+  using S = const EngineStats&;
+  family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+         [](S st) { return st.num_running; });
+  family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+         [](S st) { return st.num_waiting; });
+  family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+         [](S st) { return st.kv_cache_usage; });
+  family("vllm:prefix_cache_queries_total", "counter",
+         "Prefix cache queries, in terms of number of queried tokens.",
+         [](S st) { return static_cast<double>(st.prefix_cache_queries); });
+  family("vllm:prefix_cache_hits_total", "counter",
+         "Prefix cache hits, in terms of number of cached tokens.",
+         [](S st) { return static_cast<double>(st.prefix_cache_hits); });
+  family("vllm:mm_cache_queries_total", "counter",
+         "Multi-modal cache queries, in terms of number of queried items.",
+         [](S st) { return static_cast<double>(st.mm_cache_queries); });
+  family("vllm:mm_cache_hits_total", "counter",
+         "Multi-modal cache hits, in terms of number of cached items.",
+         [](S st) { return static_cast<double>(st.mm_cache_hits); });
+  family("vllm:num_preemptions_total", "counter",
+         "Cumulative number of preemption from the engine.",
+         [](S st) { return static_cast<double>(st.preemptions); });
+  family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+         [](S st) { return static_cast<double>(st.prompt_tokens); });
+  family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+         [](S st) { return static_cast<double>(st.generation_tokens); });
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    finished = finished_;
-  }
-  for (const char* r : {"stop", "length", "abort"}) finished.emplace(r, 0);
-  header(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
-  for (const auto& [reason, count] : finished) {
-    sample(out, "vllm:request_success_total",
-           l + ",finished_reason=\"" + label_value(reason) + "\"", static_cast<double>(count));
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    header(out, "vllm:time_to_first_token_seconds", "histogram",
-           "Histogram of time to first token in seconds.");
-    ttft_.render(out, "vllm:time_to_first_token_seconds", l);
-    header(out, "vllm:inter_token_latency_seconds", "histogram",
-           "Histogram of inter-token latency in seconds.");
-    itl_.render(out, "vllm:inter_token_latency_seconds", l);
-    header(out, "vllm:e2e_request_latency_seconds", "histogram",
-           "Histogram of e2e request latency in seconds.");
-    e2e_.render(out, "vllm:e2e_request_latency_seconds", l);
-    header(out, "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.");
-    prompt_tokens_.render(out, "vllm:request_prompt_tokens", l);
-    header(out, "vllm:request_generation_tokens", "histogram",
-           "Number of generation tokens processed.");
-    generation_tokens_.render(out, "vllm:request_generation_tokens", l);
+    header(out, "vllm:request_success_total", "counter",
+           "Count of successfully processed requests.");
+    for (size_t e = 0; e < n; ++e) {
+      std::map<std::string, uint64_t> finished = engines_[e].finished;
+      for (const char* r : {"stop", "length", "abort"}) finished.emplace(r, 0);
+      for (const auto& [reason, count] : finished) {
+        sample(out, "vllm:request_success_total",
+               engines_[e].labels + ",finished_reason=\"" + label_value(reason) + "\"",
+               static_cast<double>(count));
+      }
+    }
+    auto histogram = [&](const char* name, const char* help, Histogram PerEngine::*member) {
+      header(out, name, "histogram", help);
+      for (size_t e = 0; e < n; ++e) (engines_[e].*member).render(out, name, engines_[e].labels);
+    };
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              &PerEngine::ttft);
+    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+              &PerEngine::itl);
+    histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+              &PerEngine::e2e);
+    histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+              &PerEngine::prompt_tokens);
+    histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+              &PerEngine::generation_tokens);
   }
   static const char* kTypeNames[kNumAttentionTypes] = {"sliding", "full"};
-  header(
-      out, "gemmaserve:kv_blocks_in_use", "gauge",
-      "KV cache blocks held by requests or the prefix cache's live entries, per attention type.");
-  for (int t = 0; t < kNumAttentionTypes; ++t) {
-    sample(out, "gemmaserve:kv_blocks_in_use", l + ",attention_type=\"" + kTypeNames[t] + "\"",
-           st.kv_blocks_in_use[static_cast<size_t>(t)]);
-  }
-  header(out, "gemmaserve:images_encoded_total", "counter",
-         "Images run through the vision tower (encoder-cache hits excluded).");
-  sample(out, "gemmaserve:images_encoded_total", l, static_cast<double>(st.images_encoded));
-  header(out, "gemmaserve:image_encoder_seconds_total", "counter",
-         "Wall time of the vision tower runs, in seconds.");
-  sample(out, "gemmaserve:image_encoder_seconds_total", l, st.encoder_seconds);
-  header(out, "gemmaserve:kv_blocks_total", "gauge", "KV cache blocks, per attention type.");
-  for (int t = 0; t < kNumAttentionTypes; ++t) {
-    sample(out, "gemmaserve:kv_blocks_total", l + ",attention_type=\"" + kTypeNames[t] + "\"",
-           st.kv_blocks_total[static_cast<size_t>(t)]);
-  }
+  auto per_type = [&](const char* name, const char* help, auto blocks) {
+    header(out, name, "gauge", help);
+    for (size_t e = 0; e < n; ++e) {
+      for (int t = 0; t < kNumAttentionTypes; ++t) {
+        sample(out, name, engines_[e].labels + ",attention_type=\"" + kTypeNames[t] + "\"",
+               blocks(per_engine[e])[static_cast<size_t>(t)]);
+      }
+    }
+  };
+  per_type("gemmaserve:kv_blocks_in_use",
+           "KV cache blocks held by requests or the prefix cache's live entries, per attention "
+           "type.",
+           [](S st) { return st.kv_blocks_in_use; });
+  family("gemmaserve:images_encoded_total", "counter",
+         "Images run through the vision tower (encoder-cache hits excluded).",
+         [](S st) { return static_cast<double>(st.images_encoded); });
+  family("gemmaserve:image_encoder_seconds_total", "counter",
+         "Wall time of the vision tower runs, in seconds.",
+         [](S st) { return st.encoder_seconds; });
+  per_type("gemmaserve:kv_blocks_total", "KV cache blocks, per attention type.",
+           [](S st) { return st.kv_blocks_total; });
   return out;
 }
 

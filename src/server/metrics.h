@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,23 +28,33 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// With data parallelism every series repeats per replica, labelled engine="R" as vLLM labels
+// its DP engines; the latency histograms and finish counts go to the replica that ran the request.
 class ServerMetrics {
  public:
-  explicit ServerMetrics(std::string model_name);
+  explicit ServerMetrics(std::string model_name, size_t num_engines = 1);
 
-  void observe_time_to_first_token(double seconds);
-  void observe_inter_token_latency(double seconds);
-  void observe_e2e_latency(double seconds);
-  void observe_request_tokens(int prompt_tokens, int generation_tokens);
-  void count_finished(const std::string& finish_reason);
+  void observe_time_to_first_token(double seconds, size_t engine = 0);
+  void observe_inter_token_latency(double seconds, size_t engine = 0);
+  void observe_e2e_latency(double seconds, size_t engine = 0);
+  void observe_request_tokens(int prompt_tokens, int generation_tokens, size_t engine = 0);
+  void count_finished(const std::string& finish_reason, size_t engine = 0);
 
-  std::string render(const EngineStats& stats) const;
+  // `per_engine`: Engine::stats() of each replica, in replica order (num_engines of them).
+  std::string render(std::span<const EngineStats> per_engine) const;
+  std::string render(const EngineStats& stats) const { return render(std::span(&stats, 1)); }
 
  private:
-  std::string labels_;  // model_name="..",engine="0"
+  struct PerEngine {
+    PerEngine();
+    std::string labels;  // engine="R",model_name=".."
+    Histogram ttft, itl, e2e, prompt_tokens, generation_tokens;
+    std::map<std::string, uint64_t> finished;
+  };
+  PerEngine& engine(size_t index);
+
   mutable std::mutex mutex_;
-  Histogram ttft_, itl_, e2e_, prompt_tokens_, generation_tokens_;
-  std::map<std::string, uint64_t> finished_;
+  std::vector<PerEngine> engines_;
 };
 
 }  // namespace gemmaserve

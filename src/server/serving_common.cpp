@@ -25,6 +25,13 @@ ApiError shutting_down_error() {
   return ApiError(503, "ServiceUnavailableError", "The server is shutting down. Retry later.");
 }
 
+// Waiting sequences over every data-parallel replica.
+int total_waiting(const EngineReplicas& engines) {
+  int waiting = 0;
+  for (const EngineStats& st : engines.stats()) waiting += st.num_waiting;
+  return waiting;
+}
+
 void check_waiting(int waiting, int limit) {
   if (limit > 0 && waiting >= limit) {
     throw ApiError(503, "ServiceUnavailableError",
@@ -39,7 +46,7 @@ void check_waiting(int waiting, int limit) {
 std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
   const AbortReason reason = session.abort_reason();
   if (reason == AbortReason::kNone && ended) {
-    if (auto failure = session.engine().failure()) {
+    if (auto failure = session.engines().failure()) {
       return ApiError(500, "InternalServerError", "The engine stopped after an error: " + *failure);
     }
   }
@@ -55,17 +62,17 @@ std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
 
 void check_overload(const ServingContext& ctx) {
   if (ctx.admission.draining()) throw shutting_down_error();
-  check_waiting(ctx.engine.stats().num_waiting, ctx.options.max_waiting_requests);
+  check_waiting(total_waiting(ctx.replicas), ctx.options.max_waiting_requests);
 }
 
-void AdmissionGate::submit(const Engine& engine, EngineSession& session,
+void AdmissionGate::submit(const EngineReplicas& engines, EngineSession& session,
                            std::vector<EngineRequest> requests, int limit) {
   int sequences = 0;
   for (const EngineRequest& r : requests) sequences += std::max(r.params.n, 1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (draining_) throw shutting_down_error();
-    check_waiting(engine.stats().num_waiting + queuing_, limit);
+    check_waiting(total_waiting(engines) + queuing_, limit);
     queuing_ += sequences;
   }
   try {
@@ -81,8 +88,9 @@ void AdmissionGate::submit(const Engine& engine, EngineSession& session,
 
 std::shared_ptr<EngineSession> start_session(ServingContext& ctx,
                                              std::vector<EngineRequest> requests) {
-  auto session = std::make_shared<EngineSession>(ctx.engine, ctx.metrics);
-  ctx.admission.submit(ctx.engine, *session, std::move(requests), ctx.options.max_waiting_requests);
+  auto session = std::make_shared<EngineSession>(ctx.replicas, ctx.metrics);
+  ctx.admission.submit(ctx.replicas, *session, std::move(requests),
+                       ctx.options.max_waiting_requests);
   if (ctx.watch_session) ctx.watch_session(session);
   return session;
 }

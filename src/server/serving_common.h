@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
 #include "io/media/media_connector.h"
@@ -32,8 +33,8 @@ class AdmissionGate {
  public:
   // Queues the session's requests, or throws 503 ServiceUnavailableError (draining, or
   // `limit` > 0 sequences already waiting or being queued).
-  void submit(const Engine& engine, EngineSession& session, std::vector<EngineRequest> requests,
-              int limit);
+  void submit(const EngineReplicas& engines, EngineSession& session,
+              std::vector<EngineRequest> requests, int limit);
   // From now on every generation request gets 503 (SIGTERM).
   void start_draining() { draining_ = true; }
   bool draining() const { return draining_; }
@@ -46,9 +47,10 @@ class AdmissionGate {
 
 struct ServingContext {
   // Throws InputError for a bad --allowed-local-media-path.
-  ServingContext(Engine& e, const ServerOptions& o, ServerMetrics& m)
-      : engine(e), options(o), metrics(m), media(o.media) {}
-  Engine& engine;
+  ServingContext(EngineReplicas& r, const ServerOptions& o, ServerMetrics& m)
+      : engine(r.front()), replicas(r), options(o), metrics(m), media(o.media) {}
+  Engine& engine;            // replica 0: tokenizer, config and prompt rules (same in all)
+  EngineReplicas& replicas;  // where requests go (--data-parallel-size; one without it)
   const ServerOptions& options;
   ServerMetrics& metrics;
   media::MediaConnector media;    // image URLs -> bytes (--allowed-local-media-path, ...)

@@ -208,7 +208,8 @@ def test_default_sampling_params_and_ignored_arguments(capfd: pytest.CaptureFixt
               compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}, dtype="bfloat16",
               **SMALL_ENGINE)
     err = capfd.readouterr().err
-    assert "LLM(tensor_parallel_size=4) is accepted for vLLM compatibility and ignored" in err
+    assert ("LLM(tensor_parallel_size=4) needs 4 ranks: run the script under `mpirun -n 4` to "
+            "split the model") in err and "the whole model runs in this one process" in err
     assert "LLM(compilation_config={'cudagraph_mode': 'FULL_DECODE_ONLY'}) is accepted" in err
     assert "LLM(trust_remote_code=True) is accepted" in err
     assert "LLM(dtype='bfloat16') is accepted" in err
@@ -332,3 +333,14 @@ def test_token_masks_reach_the_engine(dense: LLM) -> None:
                                                    **GREEDY), use_tqdm=False)[0].outputs[0]
     assert len(held.token_ids) == 4 and held.token_ids[-1] == stop
     assert held.finish_reason == "stop"
+
+
+def test_data_parallel_replicas_answer_as_one_engine() -> None:
+    sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    prompts = [[2, 10 + i, 20 + i, 30 + i] for i in range(4)]
+    one = LLM(golden_model("dense"), **SMALL_ENGINE).generate(prompts, sp, use_tqdm=False)
+    two = LLM(golden_model("dense"), data_parallel_size=2, **SMALL_ENGINE)
+    got = two.generate(prompts, sp, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in one]
+    with pytest.raises(ValueError, match="^--data-parallel-size must be at least 1, got 0$"):
+        LLM(golden_model("dense"), data_parallel_size=0, **SMALL_ENGINE)

@@ -73,6 +73,16 @@ TEST_F(ThreadPoolPinning, PoolBuiltByAPinnedThreadStillSpreads) {
   EXPECT_EQ(cpus.size(), 2u);
 }
 
+// Data-parallel replicas: a one-thread pool per replica, the second from the process's second
+// CPU, so the two engine threads never share one.
+TEST_F(ThreadPoolPinning, FirstCpuPlacesPoolsSideBySide) {
+  const std::vector<int> before = allowed_cpus();
+  if (before.size() < 2) GTEST_SKIP() << "needs 2 allowed CPUs";
+  ThreadPool second_replica(1, true, 1);
+  second_replica.parallel_for(1, [](size_t, size_t) {});
+  EXPECT_EQ(allowed_cpus(), std::vector<int>{before[1]});
+}
+
 TEST_F(ThreadPoolPinning, UnpinnedPoolBindsNothing) {
   const std::vector<int> before = allowed_cpus();
   ThreadPool pool(2, false);
