@@ -135,8 +135,9 @@ class Engine {
   EngineStats stats() const;
   // For the data-parallel router (engine/data_parallel/): the prompt tokens this engine's prefix
   // cache would hit now for a prompt of `num_tokens` whose full blocks hash to `block_hashes`
-  // (nothing is allocated or counted), and the error that stopped the engine thread, if any.
+  // (nothing is allocated or counted).
   int cached_prefix_tokens(std::span<const BlockHash> block_hashes, int num_tokens) const;
+  // The error the engine thread stopped with; nullopt while it runs. Any thread.
   std::optional<std::string> failure() const;
 
   // Token ids of a text prompt: the tokenizer's encoding with exactly one BOS in front.
