@@ -224,7 +224,10 @@ std::vector<EngineStats> EngineReplicas::stats() const {
 
 std::optional<std::string> EngineReplicas::failure() const {
   for (size_t r = 0; r < size(); ++r) {
-    if (auto f = engines_[r]->failure()) return "engine " + std::to_string(r) + ": " + *f;
+    auto f = engines_[r]->failure();
+    if (!f) continue;
+    // One engine needs no name; among replicas the message says which stopped.
+    return size() == 1 ? *f : "engine " + std::to_string(r) + ": " + *f;
   }
   return std::nullopt;
 }
