@@ -219,7 +219,13 @@ Engine::Engine(const EngineArgs& args)
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
   model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
-  speculative_ = make_speculative_decoding(args_, model_->config(), model_->vocab_size());
+  SpeculativeTarget spec_target;
+  spec_target.vocab_size = model_->vocab_size();
+  spec_target.max_model_len = max_model_len_;
+  spec_target.kv_tokens = plan_.num_tokens;
+  spec_target.kv_dtype = kv_dtype;
+  spec_target.pool = pool_;
+  speculative_ = make_speculative_decoding(args_, spec_target);
   thread_ = std::thread([this] { run_loop(); });
 }
 

@@ -23,6 +23,7 @@
 #include "engine/structured/compiled_grammar.h"
 #include "engine/structured/grammar_matcher.h"
 #include "engine_test_support.h"
+#include "server/metrics.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -389,6 +390,27 @@ TEST(SpeculativeScheduler, DraftsCappedByMaxTokensAndModelLength) {
   EXPECT_EQ(out.scheduled[0].draft_tokens.size(), 4u);
 }
 
+TEST(SpeculativeMetrics, VllmCountersWithPositions) {
+  EngineStats st;
+  ServerMetrics plain("m");
+  EXPECT_EQ(plain.render(st).find("spec_decode"), std::string::npos);  // off: not shown
+  st.spec_decode_num_drafts = 4;
+  st.spec_decode_num_draft_tokens = 12;
+  st.spec_decode_num_accepted_tokens = 7;
+  st.spec_decode_num_accepted_tokens_per_pos = {4, 2, 1};
+  const std::string text = plain.render(st);
+  const std::string l = R"(engine="0",model_name="m")";
+  for (const std::string& line :
+       {"vllm:spec_decode_num_drafts_total{" + l + "} 4.0",
+        "vllm:spec_decode_num_draft_tokens_total{" + l + "} 12.0",
+        "vllm:spec_decode_num_accepted_tokens_total{" + l + "} 7.0",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + l + R"(,position="0"} 4.0)",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + l + R"(,position="2"} 1.0)",
+        std::string("# TYPE vllm:spec_decode_num_drafts_total counter")}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
+  }
+}
+
 }  // namespace
 
 // ---- The engine -----------------------------------------------------------------------------
@@ -499,6 +521,35 @@ TEST_P(SpeculativeEngine, SampledRequestsFinish) {
       EXPECT_EQ(static_cast<int>(c.token_ids.size()), requests[i].params.max_tokens);
       EXPECT_EQ(c.logprobs->size(), c.token_ids.size());
     }
+  }
+}
+
+// A draft model: the target itself (every draft accepted: the engine is batch invariant, so
+// the draft's argmax is the target's) and another random model (many rejected).
+TEST_P(SpeculativeEngine, DraftModelGreedyIsBitIdenticalToPlainDecoding) {
+  EngineArgs args = tiny_args(GetParam());
+  const std::vector<EngineRequest> requests = mixed_requests(make_engine(args)->vocab_size());
+  const RunResult plain = run_together(*make_engine(args), requests);
+  const std::string other = std::string(GetParam()) == "keqv" ? "dense" : "keqv";
+  for (const std::string& draft : {std::string(GetParam()), other}) {
+    args.speculative_config =
+        R"({"model": ")" + golden_model(draft).string() + R"(", "num_speculative_tokens": 3})";
+    std::unique_ptr<Engine> engine = make_engine(args);
+    const RunResult spec = run_together(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      expect_same_outputs(
+          plain.outputs[i], spec.outputs[i],
+          std::string(GetParam()) + " draft " + draft + " " + requests[i].request_id);
+    }
+    const EngineStats s = engine->stats();
+    EXPECT_GT(s.spec_decode_num_draft_tokens, 0u);
+    if (draft == GetParam()) {
+      EXPECT_EQ(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens);
+      EXPECT_LT(spec.steps * 2, plain.steps);
+    } else {
+      EXPECT_LT(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens);
+    }
+    for (int t = 0; t < kNumAttentionTypes; ++t) EXPECT_EQ(s.kv_blocks_in_use[t], 0);
   }
 }
 

@@ -1,10 +1,17 @@
 #include "engine/speculative/speculative_decoding.h"
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/speculative/draft_model_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "gemmaserve/llm.h"
+#include "kernels/cpu/quant.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace gemmaserve {
 
@@ -31,13 +38,58 @@ SpeculativeStats SpeculativeDecoding::stats() const {
   return stats_;
 }
 
+namespace {
+
+// The draft checkpoint's model_type (top level, as HF's config.json has it); "" when absent.
+std::string checkpoint_model_type(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "config.json");
+  if (!in)
+    throw InputError("--speculative-config: no config.json in draft model '" + dir.string() + "'");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) {
+    throw InputError("--speculative-config: draft model '" + dir.string() +
+                     "' has a config.json that is not valid JSON");
+  }
+  return j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+             ? j["model_type"].get<std::string>()
+             : "";
+}
+
+std::unique_ptr<DraftProposer> load_draft_model(const EngineArgs& args,
+                                                const SpeculativeConfig& config,
+                                                const SpeculativeTarget& target) {
+  WeightLoadOptions load;
+  const std::string quantization =
+      config.quantization.empty() ? args.quantization : config.quantization;
+  if (!quantization.empty()) {
+    load.quantization = cpu::parse_quantization_type(quantization, "--speculative-config");
+    load.pool = target.pool.get();
+  }
+  ModelWeights weights = load_model_weights(config.model, nullptr, load);
+  if (weights.config.text.vocab_size != target.vocab_size) {
+    throw InputError("--speculative-config: the draft model '" + config.model + "' has " +
+                     std::to_string(weights.config.text.vocab_size) +
+                     " tokens in its vocabulary, the target " + std::to_string(target.vocab_size) +
+                     "; a draft must share the target's tokenizer");
+  }
+  Gemma4ModelOptions options;
+  options.matmul_precision =
+      parse_matmul_precision(args.cpu_matmul_precision, "--cpu-matmul-precision");
+  auto model = std::make_unique<Gemma4Model>(std::move(weights), target.pool, options, nullptr);
+  return std::make_unique<DraftModelProposer>(std::move(model), args.block_size, target.kv_dtype,
+                                              target.max_model_len, target.kv_tokens);
+}
+
+}  // namespace
+
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
-                                                               const ModelConfig& target,
-                                                               int vocab_size) {
-  (void)target;
-  (void)vocab_size;
+                                                               const SpeculativeTarget& target) {
   std::optional<SpeculativeConfig> config = parse_speculative_config(args.speculative_config);
   if (!config) return nullptr;
+  if (config->method == "draft_model" &&
+      checkpoint_model_type(config->model) == "gemma4_assistant") {
+    config->method = "mtp";  // the drafter's checkpoint given as `model`
+  }
   std::unique_ptr<DraftProposer> proposer;
   if (config->method == "ngram") {
     proposer =
@@ -50,7 +102,9 @@ std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs&
         "--speculative-config: method 'mtp' (the Gemma 4 assistant drafter) is not yet "
         "supported");
   } else {
-    throw InputError("--speculative-config: method 'draft_model' is not yet supported");
+    proposer = load_draft_model(args, *config, target);
+    GS_LOG_INFO << "speculative decoding: draft model " << config->model << ", "
+                << config->num_speculative_tokens << " tokens";
   }
   return std::make_unique<SpeculativeDecoding>(std::move(*config), std::move(proposer));
 }
