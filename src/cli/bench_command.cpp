@@ -178,7 +178,7 @@ struct SpeculativeCounts {
 };
 
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
-  const int input_len = p.get_positive_int("--input-len", 32);
+  int input_len = p.get_positive_int("--input-len", 32);  // a --prompt-file's length
   const int output_len = p.get_positive_int("--output-len", 128);
   const int batch_size = p.get_positive_int("--batch-size", 8);
   const int num_iters = p.get_positive_int("--num-iters", 30);
@@ -214,6 +214,7 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     file_prompt = llm.engine().encode_prompt(text);
     std::printf("Prompt: %zu tokens from %s\n", file_prompt->size(), path->c_str());
+    input_len = static_cast<int>(file_prompt->size());  // the prefill FLOPs stay --input-len's
   }
   // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
   const auto batch = [&] {
