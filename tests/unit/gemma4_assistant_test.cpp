@@ -621,6 +621,73 @@ TEST_F(TinyPair, BadDraftInputsAreInputErrors) {
   EXPECT_EQ(step(bad), "draft batch: a block table names a block outside the target's cache");
 }
 
+int32_t first_max(const float* x, size_t n) {
+  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
+// The loop a proposer runs, at model level: the drafter proposes k tokens from the target's
+// hidden row at the last accepted position, the target verifies [newest, drafts...] in one
+// forward, the accepted prefix plus the target's own token are kept and the rejected K/V is
+// simply overwritten later. Greedy output equals plain one-token decoding, whatever is accepted.
+TEST_F(TinyPair, SpeculativeGreedyWithTheDrafterEqualsPlainGreedy) {
+  Gemma4Model model(load_model_weights(path("target")), std::make_shared<ThreadPool>(2));
+  const size_t V = 262144;
+  const int kTokens = 12, k = 3;
+  std::vector<int32_t> table(16);
+  std::iota(table.begin(), table.end(), 0);
+  auto forward = [&](KvCache& cache, std::span<const int32_t> tokens, int start, LogitsWanted w,
+                     ForwardOutput* out) {
+    SequenceInput in;
+    in.tokens = tokens;
+    in.start_pos = start;
+    in.block_tables = {table, table};
+    in.logits = w;
+    out->return_hidden = true;
+    model.forward(std::span<const SequenceInput>(&in, 1), cache, out);
+  };
+  std::vector<int32_t> plain;
+  {
+    KvCache cache(model.text_config(), {16, 16}, 4);
+    ForwardOutput out;
+    forward(cache, kPrompt, 0, LogitsWanted::kLast, &out);
+    plain.push_back(first_max(out.logits.data(), V));
+    while (static_cast<int>(plain.size()) < kTokens) {
+      const int32_t t = plain.back();
+      forward(cache, std::span<const int32_t>(&t, 1),
+              static_cast<int>(kPrompt.size() + plain.size() - 1), LogitsWanted::kLast, &out);
+      plain.push_back(first_max(out.logits.data(), V));
+    }
+  }
+  Gemma4Assistant drafter(load_assistant_weights(path("assistant")), model.weights(),
+                          std::make_shared<ThreadPool>(2));
+  KvCache cache(model.text_config(), {16, 16}, 4);
+  ForwardOutput out;
+  forward(cache, kPrompt, 0, LogitsWanted::kLast, &out);
+  std::vector<int32_t> spec = {first_max(out.logits.data(), V)};
+  std::vector<float> hidden = out.hidden;
+  int verified = 0;
+  while (static_cast<int>(spec.size()) < kTokens) {
+    const int32_t pos = static_cast<int32_t>(kPrompt.size() + spec.size() - 1);
+    DraftInput in{spec.back(), pos, hidden.data(), {table, table}};
+    std::vector<int32_t> drafts;
+    drafter.draft_greedy(std::span<const DraftInput>(&in, 1), k, cache, &drafts);
+    std::vector<int32_t> chunk = {spec.back()};
+    chunk.insert(chunk.end(), drafts.begin(), drafts.end());
+    forward(cache, chunk, pos, LogitsWanted::kAll, &out);
+    ASSERT_EQ(out.rows, k + 1);
+    int accepted = 0;
+    while (accepted < k && first_max(&out.logits[accepted * V], V) == drafts[accepted]) {
+      spec.push_back(drafts[static_cast<size_t>(accepted++)]);
+    }
+    spec.push_back(first_max(&out.logits[accepted * V], V));
+    hidden.assign(out.hidden.begin() + accepted * 64, out.hidden.begin() + (accepted + 1) * 64);
+    verified += k;
+  }
+  spec.resize(static_cast<size_t>(kTokens));
+  EXPECT_EQ(spec, plain);
+  EXPECT_GT(verified, 0);
+}
+
 TEST(AssistantCli, MakeTestModelWritesALoadableDrafter) {
   testing::TempDir dir;
   const std::string cli = testing::cli_binary().string() + " make-test-model --preset tiny";
