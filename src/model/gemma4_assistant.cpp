@@ -14,6 +14,7 @@
 #include "kernels/cpu/interleave.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "model/quantize.h"
 #include "model/tensor_binder.h"
 
 namespace gemmaserve {
@@ -119,6 +120,22 @@ AssistantWeights load_assistant_weights(const std::filesystem::path& dir) {
                    << example << "'";
   }
   return w;
+}
+
+void quantize_assistant_weights(AssistantWeights& w, DType type, ThreadPool* pool) {
+  const bool tied = w.lm_head.data == w.embed_tokens.data;
+  std::vector<QuantizeTarget> todo = {{&w.embed_tokens, true},
+                                      {&w.centroids, true},
+                                      {&w.pre_projection, false},
+                                      {&w.post_projection, false}};
+  if (!tied) todo.push_back({&w.lm_head, true});
+  for (LayerWeights& l : w.layers) {
+    for (WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+      todo.push_back({m, false});
+    }
+  }
+  quantize_weight_matrices(todo, type, pool, &w.owned_buffers, nullptr);
+  if (tied) w.lm_head = w.embed_tokens;
 }
 
 std::array<int, kNumAttentionTypes> assistant_target_kv_layers(const AssistantConfig& assistant,

@@ -37,6 +37,10 @@ struct AssistantWeights {
 // (InputError naming file and tensor). k/v tensors, if a checkpoint has them, are ignored.
 AssistantWeights load_assistant_weights(const std::filesystem::path& dir);
 
+// Quantizes the drafter's matrices in place at load (Q8_0, Q4_0 or Q4_K as model/quantize.h
+// does for the target: the tied head and the centroids at the embedding's type).
+void quantize_assistant_weights(AssistantWeights& w, DType type, ThreadPool* pool);
+
 // For each attention type, the target layer whose cache the drafter's layers of that type
 // read: the last target layer of the type that owns a cache (vLLM's mapping; HF's
 // shared_kv_states). InputError when the pair does not fit (widths, vocabularies, head

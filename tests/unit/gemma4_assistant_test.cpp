@@ -688,6 +688,32 @@ TEST_F(TinyPair, SpeculativeGreedyWithTheDrafterEqualsPlainGreedy) {
   EXPECT_GT(verified, 0);
 }
 
+// Load-time quantization of the drafter (and a quantized target's embedding table) keeps the
+// step close to the float one: Q8_0 rounds each weight by at most 1/254 of its block's range.
+TEST_F(TinyPair, QuantizedDrafterStaysCloseToFloat) {
+  Gemma4Model model(load_model_weights(path("target")), std::make_shared<ThreadPool>(2));
+  TargetRun run(model, kPrompt);
+  auto pool = std::make_shared<ThreadPool>(2);
+  Gemma4Assistant exact(load_assistant_weights(path("dense")), model.weights(), pool);
+  AssistantWeights qw = load_assistant_weights(path("dense"));
+  quantize_assistant_weights(qw, DType::kQ8_0, pool.get());
+  EXPECT_EQ(qw.layers[0].q_proj.dtype, DType::kQ8_0);
+  EXPECT_EQ(qw.pre_projection.dtype, DType::kQ8_0);
+  EXPECT_EQ(qw.lm_head.data, qw.embed_tokens.data);
+  Gemma4Assistant quantized(std::move(qw), model.weights(), pool);
+  const DraftInput in{
+      4242, static_cast<int32_t>(kPrompt.size()), run.out.hidden.data(), {run.table, run.table}};
+  DraftOutput a, b;
+  exact.step(std::span<const DraftInput>(&in, 1), run.cache, &a);
+  quantized.step(std::span<const DraftInput>(&in, 1), run.cache, &b);
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    err += (a.logits[i] - b.logits[i]) * (a.logits[i] - b.logits[i]);
+    norm += a.logits[i] * a.logits[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 0.05);
+}
+
 TEST(AssistantCli, MakeTestModelWritesALoadableDrafter) {
   testing::TempDir dir;
   const std::string cli = testing::cli_binary().string() + " make-test-model --preset tiny";
