@@ -173,7 +173,7 @@ std::array<int, kNumAttentionTypes> assistant_target_kv_layers(const AssistantCo
 }
 
 struct Gemma4Assistant::Scratch {
-  AlignedVector<float> input, x, normed, q, attn, proj, gate, up, ffn, row;
+  AlignedVector<float> input, x, normed, q, attn, proj, gate, up, ffn;
   std::vector<std::vector<float>> inv_freq;  // per layer: head_dim / 2
   std::vector<int> rotated_pairs;            // per layer
   std::vector<float> cos, sin;
@@ -366,7 +366,6 @@ void Gemma4Assistant::logits(DraftOutput* out) {
   const int top_k = ac.centroid_intermediate_top_k;
   std::vector<float> centroid_logits(static_cast<size_t>(R * C));
   linear(w_.centroids, s.normed.data(), R, centroid_logits.data());
-  s.row.resize(static_cast<size_t>(h));
   std::vector<float> scored(static_cast<size_t>(top_k * K));
   for (int64_t r = 0; r < R; ++r) {
     const float* cl = &centroid_logits[static_cast<size_t>(r * C)];
@@ -376,17 +375,24 @@ void Gemma4Assistant::logits(DraftOutput* out) {
         s.order.begin(), s.order.begin() + top_k, s.order.end(),
         [cl](int32_t a, int32_t b) { return cl[a] > cl[b] || (cl[a] == cl[b] && a < b); });
     const float* x = &s.normed[static_cast<size_t>(r * h)];
-    float lowest = INFINITY;
-    for (int k = 0; k < top_k; ++k) {
-      for (int64_t j = 0; j < K; ++j) {
+    // Each scored token's dot product is one independent loop, so any split gives the same bits.
+    const auto score = [&](size_t begin, size_t end) {
+      std::vector<float> weights(static_cast<size_t>(h));
+      for (size_t i = begin; i < end; ++i) {
+        const int64_t k = static_cast<int64_t>(i) / K, j = static_cast<int64_t>(i) % K;
         const int32_t token = w_.token_ordering[static_cast<size_t>(s.order[k] * K + j)];
-        matrix_row_f32(w_.lm_head, token, s.row.data());
+        matrix_row_f32(w_.lm_head, token, weights.data());
         float dot = 0.0f;
-        for (int64_t e = 0; e < h; ++e) dot += x[e] * s.row[static_cast<size_t>(e)];
-        scored[static_cast<size_t>(k * K + j)] = dot;
-        lowest = std::min(lowest, dot);
+        for (int64_t e = 0; e < h; ++e) dot += x[e] * weights[static_cast<size_t>(e)];
+        scored[i] = dot;
       }
+    };
+    if (pool_) {
+      pool_->parallel_for(scored.size(), score);
+    } else {
+      score(0, scored.size());
     }
+    const float lowest = *std::min_element(scored.begin(), scored.end());
     float* row = &out->logits[static_cast<size_t>(r * V)];
     std::fill(row, row + V, lowest - 1.0f);
     for (int k = 0; k < top_k; ++k) {
