@@ -66,6 +66,9 @@ struct EngineArgs {
   // MoE: whole experts per rank (num_experts / tensor_parallel_size each) instead of a slice of
   // every expert; attention and the dense MLP stay tensor parallel.
   bool enable_expert_parallel = false;
+  // vLLM's --speculative-config as JSON text (empty: none), e.g. {"method": "ngram",
+  // "num_speculative_tokens": 4, "prompt_lookup_max": 4}. See engine/speculative/.
+  std::string speculative_config;
 };
 
 // A prompt is text or token ids, with one image per bare <|image|> token (vLLM's

@@ -94,6 +94,8 @@ class LLM:
         mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
             560 or 1120); a prompt's own ``mm_processor_kwargs`` win.
         mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
+        speculative_config: vLLM's speculative decoding dict, e.g. ``{"method": "ngram",
+            "num_speculative_tokens": 4}`` (None: off).
         **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
             ``tensor_parallel_size``, ``compilation_config``, ...) are accepted and logged.
 
@@ -116,6 +118,7 @@ class LLM:
                  limit_mm_per_prompt: Optional[Dict[str, Any]] = None,
                  mm_processor_kwargs: Optional[Dict[str, Any]] = None,
                  mm_processor_cache_gb: Optional[float] = None,
+                 speculative_config: Optional[Dict[str, Any]] = None,
                  **kwargs: Any) -> None:
         args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
                                 "generation_config": generation_config}
@@ -138,6 +141,8 @@ class LLM:
             args["limit_mm_per_prompt"] = json.dumps(limit_mm_per_prompt)
         if mm_processor_kwargs is not None:
             args["mm_processor_kwargs"] = json.dumps(mm_processor_kwargs)
+        if speculative_config is not None:
+            args["speculative_config"] = json.dumps(speculative_config)
         if dtype not in ("auto", None):
             logger.warning(f"LLM(dtype={dtype!r}) is accepted for vLLM compatibility and "
                            "ignored: gemmaserve computes in float32 from the checkpoint's weights")

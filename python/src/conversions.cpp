@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/image_placeholders.h"
+#include "engine/speculative/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -111,6 +112,9 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       a.limit_mm_per_prompt = parse_limit_mm_per_prompt(text);
     } else if (key == "mm_processor_cache_gb") {
       get(a.mm_processor_cache_gb);
+    } else if (key == "speculative_config") {  // JSON text (json.dumps of the dict)
+      get(a.speculative_config);
+      parse_speculative_config(a.speculative_config);
     } else {
       throw py::type_error("unknown engine argument '" + key + "'");
     }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/image_placeholders.h"
+#include "engine/speculative/speculative_config.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
 
@@ -66,6 +67,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
+  p.value("--speculative-config");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -128,6 +130,10 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   a.distributed_executor_backend =
       p.get("--distributed-executor-backend").value_or(a.distributed_executor_backend);
   a.enable_expert_parallel = p.get_flag("--enable-expert-parallel", a.enable_expert_parallel);
+  if (auto v = p.get("--speculative-config")) {
+    parse_speculative_config(*v);  // fails before the weights load
+    a.speculative_config = *v;
+  }
   return a;
 }
 
@@ -163,7 +169,10 @@ const char* engine_flags_usage() {
          "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
          "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"
          "                                    via mpirun; mpi: already under mpirun -n N\n"
-         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n";
+         "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n"
+         "  --speculative-config JSON         speculative decoding, vLLM's keys: '{\"method\":\n"
+         "                                    \"ngram\", \"num_speculative_tokens\": 4}' or\n"
+         "                                    '{\"model\": DIR, \"num_speculative_tokens\": 4}'\n";
 }
 
 }  // namespace gemmaserve
