@@ -225,6 +225,8 @@ Engine::Engine(const EngineArgs& args)
   spec_target.kv_tokens = plan_.num_tokens;
   spec_target.kv_dtype = kv_dtype;
   spec_target.pool = pool_;
+  spec_target.weights = &model_->weights();
+  spec_target.cache = cache_.get();
   speculative_ = make_speculative_decoding(args_, spec_target);
   thread_ = std::thread([this] { run_loop(); });
 }
@@ -558,9 +560,10 @@ void Engine::run_loop() {
       attach_images(&plan);
       sampled.clear();
       if (!plan.inputs.empty()) {
+        forward.return_hidden = speculative_ && speculative_->proposer().wants_hidden_states();
         model_->forward(plan.inputs, *cache_, &forward);
         sample_step(plan, forward, &sampled);
-        propose_drafts(plan, &sampled);
+        propose_drafts(plan, forward, &sampled);
       }
     } catch (const std::exception& e) {
       lock.lock();
@@ -709,6 +712,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   for (size_t k = 0; k < out->size(); ++k) {
     if (errors[k]) std::rethrow_exception(errors[k]);
     Sampled& s = (*out)[k];
+    s.row = rows[k];
     StopChecker& stop = *plan.items[s.item].seq->stop;
     for (size_t j = 0; j < s.tokens.size(); ++j) {
       StopUpdate u = stop.append(s.tokens[j]);

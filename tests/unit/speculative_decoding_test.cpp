@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
@@ -23,6 +25,8 @@
 #include "engine/structured/compiled_grammar.h"
 #include "engine/structured/grammar_matcher.h"
 #include "engine_test_support.h"
+#include "io/safetensors.h"
+#include "model/test_model_presets.h"
 #include "server/metrics.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -553,12 +557,67 @@ TEST_P(SpeculativeEngine, DraftModelGreedyIsBitIdenticalToPlainDecoding) {
   }
 }
 
-TEST(SpeculativeEngineErrors, MtpIsNotYetSupported) {
+TEST(SpeculativeEngineErrors, MtpNeedsTheDrafterCheckpoint) {
   EngineArgs args = tiny_args("dense");
   args.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
   EXPECT_EQ(testing::input_error_of([&] { make_engine(args); }),
-            "--speculative-config: method 'mtp' (the Gemma 4 assistant drafter) is not yet "
-            "supported");
+            "--speculative-config: method 'mtp' needs 'model' (the Gemma 4 assistant drafter's "
+            "checkpoint folder)");
+}
+
+void write_test_model(const TestModelSpec& spec, const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<TensorSpec> specs;
+  for (const TestTensor& t : spec.tensors) specs.push_back(t.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(spec.tensors[i], 5, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << spec.config.dump(2);
+}
+
+// The MTP assistant drafter (random weights) over the target's own KV cache: greedy output
+// bit-identical to plain decoding, drafts both accepted and rejected. The drafter's checkpoint
+// given as `model` is recognised by its model_type.
+TEST(SpeculativeEngineMtp, GreedyIsBitIdenticalToPlainDecoding) {
+  testing::TempDir dir;
+  write_test_model(make_test_model_spec("tiny", DType::kBF16), dir.path() / "target");
+  write_test_model(make_test_assistant_spec("tiny", DType::kF32), dir.path() / "assistant");
+  EngineArgs args;
+  args.model = (dir.path() / "target").string();
+  args.threads = 2;
+  args.max_model_len = 256;
+  args.kv_cache_memory_bytes = int64_t{16} << 20;
+  args.show_progress = false;
+  SamplingParams p;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  p.logprobs = 2;
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r;
+    r.request_id = "m" + std::to_string(i);
+    r.prompt_token_ids = {2};
+    for (int j = 0; j < 5 + 7 * i; ++j) r.prompt_token_ids.push_back(100 + (j * 37 + i) % 50);
+    r.params = p;
+    r.params.max_tokens = 10 + 3 * i;
+    requests.push_back(std::move(r));
+  }
+  const RunResult plain = run_together(*make_engine(args), requests);
+  for (const char* config : {R"({"method": "mtp", "model": "%", "num_speculative_tokens": 3})",
+                             R"({"model": "%", "num_speculative_tokens": 2})"}) {
+    args.speculative_config = config;
+    args.speculative_config.replace(args.speculative_config.find('%'), 1,
+                                    (dir.path() / "assistant").string());
+    std::unique_ptr<Engine> engine = make_engine(args);
+    const RunResult spec = run_together(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      expect_same_outputs(plain.outputs[i], spec.outputs[i], requests[i].request_id);
+    }
+    const EngineStats s = engine->stats();
+    EXPECT_GT(s.spec_decode_num_draft_tokens, 0u) << config;
+    EXPECT_LT(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens) << config;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(GoldenModels, SpeculativeEngine,

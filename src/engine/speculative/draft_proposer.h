@@ -5,10 +5,13 @@
 // sequence on finished().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "model/config.h"
 
 namespace gemmaserve {
 
@@ -16,10 +19,11 @@ struct DraftRequest {
   std::string sequence_id;          // stable for the sequence's life
   std::span<const int32_t> tokens;  // prompt + every accepted output token
   int max_drafts = 0;               // at most this many (k, less near the length limits)
-  // The target's final hidden states (rows of hidden_size floats) of the positions the last
-  // step verified, oldest first: what an MTP drafter conditions on. Empty unless the proposer
-  // asked for them (wants_hidden_states) and the step had them.
+  // MTP drafters (wants_hidden_states): the target's final-normed hidden row (hidden_size
+  // floats) at the position before the newest token, and the sequence's block tables in the
+  // target's KV cache (covering every position before the newest token). Empty otherwise.
   std::span<const float> target_hidden;
+  std::array<std::span<const int32_t>, kNumAttentionTypes> target_block_tables;
 };
 
 class DraftProposer {

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/speculative/draft_model_proposer.h"
+#include "engine/speculative/mtp_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "gemmaserve/llm.h"
 #include "kernels/cpu/quant.h"
@@ -80,6 +81,30 @@ std::unique_ptr<DraftProposer> load_draft_model(const EngineArgs& args,
                                               target.max_model_len, target.kv_tokens);
 }
 
+std::unique_ptr<DraftProposer> load_mtp_drafter(const EngineArgs& args,
+                                                const SpeculativeConfig& config,
+                                                const SpeculativeTarget& target) {
+  if (config.model.empty()) {
+    throw InputError(
+        "--speculative-config: method 'mtp' needs 'model' (the Gemma 4 assistant drafter's "
+        "checkpoint folder)");
+  }
+  if (args.tensor_parallel_size > 1) {
+    throw InputError("--speculative-config: the MTP drafter does not run with tensor parallelism");
+  }
+  AssistantWeights weights = load_assistant_weights(config.model);
+  const std::string quantization =
+      config.quantization.empty() ? args.quantization : config.quantization;
+  if (!quantization.empty()) {
+    quantize_assistant_weights(weights,
+                               cpu::parse_quantization_type(quantization, "--speculative-config"),
+                               target.pool.get());
+  }
+  auto drafter =
+      std::make_unique<Gemma4Assistant>(std::move(weights), *target.weights, target.pool);
+  return std::make_unique<MtpProposer>(std::move(drafter), *target.cache, target.max_model_len);
+}
+
 }  // namespace
 
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
@@ -98,9 +123,9 @@ std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs&
                 << " tokens, n-grams of " << config->prompt_lookup_min << ".."
                 << config->prompt_lookup_max;
   } else if (config->method == "mtp") {
-    throw InputError(
-        "--speculative-config: method 'mtp' (the Gemma 4 assistant drafter) is not yet "
-        "supported");
+    proposer = load_mtp_drafter(args, *config, target);
+    GS_LOG_INFO << "speculative decoding: MTP assistant drafter " << config->model << ", "
+                << config->num_speculative_tokens << " tokens";
   } else {
     proposer = load_draft_model(args, *config, target);
     GS_LOG_INFO << "speculative decoding: draft model " << config->model << ", "

@@ -21,6 +21,8 @@ namespace gemmaserve {
 struct EngineArgs;
 struct ModelConfig;
 class ThreadPool;
+class KvCache;
+struct ModelWeights;
 
 // vLLM's vllm:spec_decode_* counters.
 struct SpeculativeStats {
@@ -56,11 +58,15 @@ struct SpeculativeTarget {
   int64_t kv_tokens = 0;  // token slots of the target's cache: the draft's gets as many
   cpu::KvDtype kv_dtype = cpu::KvDtype::kBF16;
   std::shared_ptr<ThreadPool> pool;  // the target's: the draft runs between its steps
+  // The MTP drafter reads the target's embedding table and KV cache (both outlive it).
+  const ModelWeights* weights = nullptr;
+  const KvCache* cache = nullptr;
 };
 
 // The engine's speculative decoding from --speculative-config (nullptr when empty); loads a
-// draft model. InputError for a bad config, a draft whose vocabulary differs from the target's,
-// and the Gemma 4 assistant drafter (method "mtp" or model_type gemma4_assistant: not yet).
+// draft model or the Gemma 4 assistant drafter (method "mtp", or a `model` whose model_type is
+// gemma4_assistant). InputError for a bad config, a draft whose vocabulary differs from the
+// target's, and "mtp" without a `model`.
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
                                                                const SpeculativeTarget& target);
 
