@@ -557,6 +557,47 @@ TEST_P(SpeculativeEngine, DraftModelGreedyIsBitIdenticalToPlainDecoding) {
   }
 }
 
+// Stop strings on the trained demo model (it has a tokenizer): a stop inside an accepted run
+// cuts the text and the tokens where plain decoding stops.
+TEST(SpeculativeEngineDemo, StopStringsCutAcceptedRunsAsPlainDecoding) {
+  EngineArgs args = tiny_args("dense");
+  args.model = (testing::source_dir() / "models/gemma4-demo").string();
+  std::unique_ptr<Engine> plain_engine = make_engine(args);
+  EngineRequest r;
+  r.request_id = "d";
+  r.prompt_token_ids = plain_engine->encode_prompt(
+      "12 + 34 = 46\n25 + 13 = 38\n12 + 34 = 46\n25 + 13 = 38\n12 + 34 = 46\n25 +");
+  r.params.temperature = 0;
+  r.params.ignore_eos = true;
+  r.params.max_tokens = 40;
+  r.params.logprobs = 1;
+  const RunResult free_run = run_together(*plain_engine, {r});
+  const std::string text = free_run.outputs[0].outputs[0].text;
+  ASSERT_GT(text.size(), 12u) << text;
+  std::vector<EngineRequest> requests;
+  for (const std::string& stop :
+       {text.substr(4, 3), text.substr(9, 2), text.substr(text.size() - 3, 2)}) {
+    EngineRequest q = r;
+    q.request_id = "s" + std::to_string(requests.size());
+    q.params.stop = {stop};
+    q.params.include_stop_str_in_output = requests.size() == 1;
+    requests.push_back(std::move(q));
+  }
+  const RunResult plain = run_together(*plain_engine, requests);
+  args.speculative_config =
+      R"({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2})";
+  std::unique_ptr<Engine> engine = make_engine(args);
+  const RunResult spec = run_together(*engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    expect_same_outputs(plain.outputs[i], spec.outputs[i], requests[i].request_id);
+    EXPECT_EQ(plain.outputs[i].outputs[0].text, spec.outputs[i].outputs[0].text);
+    EXPECT_EQ(plain.outputs[i].outputs[0].stop_reason_text,
+              spec.outputs[i].outputs[0].stop_reason_text);
+    EXPECT_EQ(spec.outputs[i].outputs[0].finish_reason, "stop") << requests[i].request_id;
+  }
+  EXPECT_GT(engine->stats().spec_decode_num_accepted_tokens, 0u);
+}
+
 TEST(SpeculativeEngineErrors, MtpNeedsTheDrafterCheckpoint) {
   EngineArgs args = tiny_args("dense");
   args.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
