@@ -73,6 +73,9 @@ struct EngineArgs {
   // replica an Engine is (set by EngineReplicas; it picks the replica's CPUs).
   int data_parallel_size = 1;
   int data_parallel_rank = 0;
+  // vLLM's --speculative-config as JSON text (empty: none), e.g. {"method": "ngram",
+  // "num_speculative_tokens": 4, "prompt_lookup_max": 4}. See engine/speculative/.
+  std::string speculative_config;
 };
 
 // A prompt is text or token ids, with one image per bare <|image|> token (vLLM's

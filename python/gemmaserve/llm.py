@@ -101,6 +101,8 @@ class LLM:
             under ``mpirun -n N`` with N equal to it (every rank but 0 serves the model inside
             this constructor and exits when rank 0's LLM ends); otherwise the whole model runs
             in this one process, with a warning saying so.
+        speculative_config: vLLM's speculative decoding dict, e.g. ``{"method": "ngram",
+            "num_speculative_tokens": 4}`` (None: off).
         **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
             ``compilation_config``, ...) are accepted and logged.
 
@@ -125,6 +127,7 @@ class LLM:
                  mm_processor_cache_gb: Optional[float] = None,
                  data_parallel_size: int = 1, tensor_parallel_size: int = 1,
                  enable_expert_parallel: bool = False,
+                 speculative_config: Optional[Dict[str, Any]] = None,
                  **kwargs: Any) -> None:
         args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
                                 "generation_config": generation_config}
@@ -147,6 +150,8 @@ class LLM:
             args["limit_mm_per_prompt"] = json.dumps(limit_mm_per_prompt)
         if mm_processor_kwargs is not None:
             args["mm_processor_kwargs"] = json.dumps(mm_processor_kwargs)
+        if speculative_config is not None:
+            args["speculative_config"] = json.dumps(speculative_config)
         if dtype not in ("auto", None):
             logger.warning(f"LLM(dtype={dtype!r}) is accepted for vLLM compatibility and "
                            "ignored: gemmaserve computes in float32 from the checkpoint's weights")

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/image_placeholders.h"
+#include "engine/speculative/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -119,6 +120,9 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       get(a.distributed_executor_backend);
     } else if (key == "enable_expert_parallel") {
       get(a.enable_expert_parallel);
+    } else if (key == "speculative_config") {  // JSON text (json.dumps of the dict)
+      get(a.speculative_config);
+      parse_speculative_config(a.speculative_config);
     } else {
       throw py::type_error("unknown engine argument '" + key + "'");
     }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/data_parallel/engine_replicas.h"
 #include "engine/image_placeholders.h"
+#include "engine/speculative/speculative_config.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
 
@@ -68,6 +69,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});
+  p.value("--speculative-config");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -132,6 +134,10 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   a.enable_expert_parallel = p.get_flag("--enable-expert-parallel", a.enable_expert_parallel);
   a.data_parallel_size = int_flag(p, "--data-parallel-size", a.data_parallel_size);
   check_data_parallel_args(a);  // before any rank starts
+  if (auto v = p.get("--speculative-config")) {
+    parse_speculative_config(*v);  // fails before the weights load
+    a.speculative_config = *v;
+  }
   return a;
 }
 
@@ -169,7 +175,10 @@ const char* engine_flags_usage() {
          "                                    via mpirun; mpi: already under mpirun -n N\n"
          "  --enable-expert-parallel          MoE: whole experts per rank (with -tp N)\n"
          "  --data-parallel-size N            N engine replicas in this process, each with\n"
-         "                                    threads/N CPUs and its own KV cache (alias -dp)\n";
+         "                                    threads/N CPUs and its own KV cache (alias -dp)\n"
+         "  --speculative-config JSON         speculative decoding, vLLM's keys: '{\"method\":\n"
+         "                                    \"ngram\", \"num_speculative_tokens\": 4}' or\n"
+         "                                    '{\"model\": DIR, \"num_speculative_tokens\": 4}'\n";
 }
 
 }  // namespace gemmaserve

@@ -28,13 +28,15 @@ constexpr const char* kUsage =
     "usage: gemmaserve make-test-model --preset tiny|e2b|e4b|31b|26b-a4b\n"
     "                                  [--dtype bf16|f16|f32|q8_0|q4_0|q4_k]\n"
     "                                  [--seed N] --out DIR [--dry-run] [--max-shard-mb MB]\n"
-    "                                  [--threads N]\n"
+    "                                  [--threads N] [--assistant]\n"
     "Writes a random-weight checkpoint (text decoder only) with the variant's real tensor\n"
     "names and shapes: config.json, generation_config.json and model.safetensors, or shards\n"
     "of at most --max-shard-mb (default 4096) with model.safetensors.index.json.\n"
     "--dry-run prints the tensor list and sizes without writing anything.\n"
     "q8_0/q4_0/q4_k store the weight matrices block-quantized (as 'gemmaserve quantize'\n"
-    "does), so the large presets fit in little RAM and disk.\n";
+    "does), so the large presets fit in little RAM and disk.\n"
+    "--assistant writes the preset's MTP assistant drafter instead (gemma4_assistant, for\n"
+    "--speculative-config method mtp; --dtype bf16, f16 or f32).\n";
 
 struct Options {
   std::string preset;
@@ -45,6 +47,7 @@ struct Options {
   uint64_t max_shard_bytes = uint64_t{4096} << 20;
   int threads = 0;
   bool help = false;
+  bool assistant = false;
 };
 
 DType parse_dtype_flag(const std::string& s) {
@@ -69,7 +72,7 @@ uint64_t parse_u64(const std::string& flag, const std::string& s) {
 Options parse_options(const std::vector<std::string>& args) {
   ArgParser p;
   p.value("--preset").value("--dtype").value("--seed").value("--out").value("--max-shard-mb");
-  p.value("--threads").flag("--dry-run").flag("--help", {"-h"});
+  p.value("--threads").flag("--dry-run").flag("--assistant").flag("--help", {"-h"});
   p.parse(args, 0);
   Options o;
   o.help = p.get_flag("--help");
@@ -86,6 +89,7 @@ Options parse_options(const std::vector<std::string>& args) {
   if (auto d = p.get("--dtype")) o.dtype = parse_dtype_flag(*d);
   if (auto s = p.get("--seed")) o.seed = parse_u64("--seed", *s);
   o.dry_run = p.get_flag("--dry-run");
+  o.assistant = p.get_flag("--assistant");
   if (auto out = p.get("--out")) o.out = *out;
   if (o.out.empty() && !o.dry_run) throw InputError("--out DIR is required");
   if (auto m = p.get("--max-shard-mb")) {
@@ -161,9 +165,10 @@ void print_dry_run(const Options& o, const TestModelSpec& spec, const Safetensor
 
 int run(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
-  const TestModelSpec spec = make_test_model_spec(o.preset, o.dtype);
+  const TestModelSpec spec = o.assistant ? make_test_assistant_spec(o.preset, o.dtype)
+                                         : make_test_model_spec(o.preset, o.dtype);
   const std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"gemmaserve_test_model", o.preset}, {"seed", std::to_string(o.seed)}};
+      {"format", "pt"}, {"gemmaserve_test_model", spec.preset}, {"seed", std::to_string(o.seed)}};
   const std::vector<TensorSpec> specs = spec.specs();
   const SafetensorsPlan plan = plan_max_shard_bytes(specs, o.max_shard_bytes, metadata);
   if (o.dry_run) {
@@ -195,8 +200,9 @@ int run(const Options& o) {
       wopts);
   bar.finish();
   write_text_file(o.out / "generation_config.json", spec.generation_config.dump(2) + "\n");
-  const std::string how = "gemmaserve make-test-model --preset " + o.preset + " --dtype " +
-                          dtype_name(o.dtype) + " --seed " + std::to_string(o.seed);
+  const std::string how = "gemmaserve make-test-model --preset " + o.preset +
+                          (o.assistant ? " --assistant" : "") + " --dtype " + dtype_name(o.dtype) +
+                          " --seed " + std::to_string(o.seed);
   write_text_file(o.out / "TEST_MODEL.txt",
                   "Random weights for tests (not a trained model): " + how + "\n");
   // config.json last: a folder that has one holds a complete checkpoint.
@@ -205,7 +211,7 @@ int run(const Options& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: preset %s, %s, seed %" PRIu64 ", %zu tensors, %" PRId64
               " parameters, %" PRIu64 " bytes in %zu file(s), %.1f s\n",
-              o.out.string().c_str(), o.preset.c_str(), dtype_name(o.dtype), o.seed,
+              o.out.string().c_str(), spec.preset.c_str(), dtype_name(o.dtype), o.seed,
               spec.tensors.size(), spec.num_parameters(), plan.disk_bytes, plan.files.size(), secs);
   return 0;
 }

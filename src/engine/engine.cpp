@@ -15,6 +15,7 @@
 #include "engine/fault_injection.h"
 #include "engine/request_sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/speculative_decoding.h"
 #include "engine/stop_checker.h"
 #include "engine/structured/compiled_grammar.h"
 #include "engine/tensor_parallel_ranks.h"
@@ -62,6 +63,7 @@ void check_args(const EngineArgs& a) {
                      std::to_string(a.long_prefill_token_threshold));
   }
   cpu::parse_kv_dtype(a.kv_cache_dtype, DType::kBF16);  // fails before the weights load
+  parse_speculative_config(a.speculative_config);
   parse_matmul_precision(a.cpu_matmul_precision, "--cpu-matmul-precision");
   parse_mm_processor_kwargs(a.mm_processor_kwargs, "--mm-processor-kwargs");
   if (!(a.mm_processor_cache_gb >= 0)) {
@@ -224,6 +226,15 @@ Engine::Engine(const EngineArgs& args)
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
   model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
+  SpeculativeTarget spec_target;
+  spec_target.vocab_size = model_->vocab_size();
+  spec_target.max_model_len = max_model_len_;
+  spec_target.kv_tokens = plan_.num_tokens;
+  spec_target.kv_dtype = kv_dtype;
+  spec_target.pool = pool_;
+  spec_target.weights = &model_->weights();
+  spec_target.cache = cache_.get();
+  speculative_ = make_speculative_decoding(args_, spec_target);
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -417,9 +428,8 @@ void Engine::add_requests(std::vector<Submission> submissions) {
     std::vector<std::shared_ptr<RequestState>> added;
     try {
       for (size_t i = 0; i < submissions.size(); ++i) {
-        std::shared_ptr<RequestState> state =
-            make_request_state(std::move(submissions[i]), std::move(images[i]),
-                               std::move(grammars[i]));
+        std::shared_ptr<RequestState> state = make_request_state(
+            std::move(submissions[i]), std::move(images[i]), std::move(grammars[i]));
         const int n = static_cast<int>(state->sequences.size());
         const int prompt_len = static_cast<int>(state->request.prompt_token_ids.size());
         // Holding samples back only pays when the prompt has a full block to share.
@@ -472,6 +482,7 @@ bool Engine::abort_locked(const std::string& request_id) {
     if (!seq.admitted || seq.finished) continue;
     scheduler_->abort(seq.scheduler_id);  // frees its blocks now
     sequences_.erase(seq.scheduler_id);
+    if (speculative_) speculative_ended_.push_back(seq.scheduler_id);
   }
   if (state->samples_held) {
     num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
@@ -516,6 +527,13 @@ EngineStats Engine::stats() const {
   s.tp_collectives = comm.calls;
   s.tp_bytes_sent = comm.bytes_sent;
   s.tp_seconds = comm.seconds;
+  if (speculative_) {
+    const SpeculativeStats spec = speculative_->stats();
+    s.spec_decode_num_drafts = spec.num_drafts;
+    s.spec_decode_num_draft_tokens = spec.num_draft_tokens;
+    s.spec_decode_num_accepted_tokens = spec.num_accepted_tokens;
+    s.spec_decode_num_accepted_tokens_per_pos = spec.accepted_per_position;
+  }
   return s;
 }
 
@@ -556,8 +574,10 @@ void Engine::run_loop() {
       attach_images(&plan);
       sampled.clear();
       if (!plan.inputs.empty()) {
+        forward.return_hidden = speculative_ && speculative_->proposer().wants_hidden_states();
         model_->forward(plan.inputs, *cache_, &forward);
         sample_step(plan, forward, &sampled);
+        propose_drafts(plan, forward, &sampled);
       }
     } catch (const std::exception& e) {
       lock.lock();
@@ -605,6 +625,8 @@ bool Engine::plan_step(StepPlan* plan) {
     item.request = state.shared_from_this();
     item.seq = seq;
     item.tokens.assign(chunk.tokens.begin(), chunk.tokens.end());
+    item.tokens.insert(item.tokens.end(), chunk.draft_tokens.begin(), chunk.draft_tokens.end());
+    item.num_drafts = chunk.draft_tokens.size();
     item.start_pos = chunk.start_pos;
     for (int t = 0; t < kNumAttentionTypes; ++t) {
       item.tables[t].assign(chunk.block_tables[t].begin(), chunk.block_tables[t].end());
@@ -623,8 +645,9 @@ bool Engine::plan_step(StepPlan* plan) {
     const int last_pos = chunk.start_pos + static_cast<int>(chunk.tokens.size()) - 1;
     const bool wants_rows = seq->wants_prompt_logprobs && seq->next_prompt_logprob < prompt_len &&
                             first_pos <= prompt_len - 2 && last_pos >= seq->next_prompt_logprob - 1;
-    item.logits = wants_rows ? LogitsWanted::kAll
-                             : (chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone);
+    item.logits = wants_rows || item.num_drafts > 0
+                      ? LogitsWanted::kAll
+                      : (chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone);
     if (seq->index == 0 && state.output.num_cached_tokens < 0) {
       state.output.num_cached_tokens = scheduler_->request(chunk.request_id)->num_cached_tokens;
     }
@@ -648,7 +671,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   out->clear();
   const size_t vocab = static_cast<size_t>(model_->vocab_size());
   size_t row = 0;
-  std::vector<size_t> rows;  // logits row of each entry of *out
+  std::vector<size_t> rows;  // first logits row of each entry of *out (drafts have more)
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const StepPlan::Item& item = plan.items[i];
     if (item.logits == LogitsWanted::kNone) continue;
@@ -677,7 +700,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
     Sampled s;
     s.item = i;
     out->push_back(std::move(s));
-    rows.push_back(last_row);
+    rows.push_back(last_row - item.num_drafts);
   }
   // Each sequence draws from its own generator, so sequences can be sampled on any thread; a
   // full-vocabulary pass per sequence is the largest per-step cost outside the model.
@@ -685,15 +708,11 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   const auto sample_range = [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
       Sampled& s = (*out)[k];
-      const StepPlan::Item& item = plan.items[s.item];
-      const Sequence& seq = *item.seq;
-      const EngineRequest& r = item.request->request;
-      const std::span<const float> logits(forward.logits.data() + rows[k] * vocab, vocab);
+      const size_t num_rows = plan.items[s.item].num_drafts + 1;
       try {
-        s.token = seq.sampler->sample(logits, item.request->output.outputs[seq.index].token_ids);
-        if (r.params.logprobs) {
-          s.logprobs = RequestSampler::logprobs(logits, *r.params.logprobs, s.token);
-        }
+        sample_item(
+            plan, std::span<const float>(forward.logits).subspan(rows[k] * vocab, num_rows * vocab),
+            &s);
       } catch (...) {
         errors[k] = std::current_exception();
       }
@@ -707,7 +726,17 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   for (size_t k = 0; k < out->size(); ++k) {
     if (errors[k]) std::rethrow_exception(errors[k]);
     Sampled& s = (*out)[k];
-    s.update = plan.items[s.item].seq->stop->append(s.token);
+    s.row = rows[k];
+    StopChecker& stop = *plan.items[s.item].seq->stop;
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      StopUpdate u = stop.append(s.tokens[j]);
+      u.text_delta = s.update.text_delta + u.text_delta;
+      s.update = std::move(u);
+      if (!s.update.finished) continue;
+      s.tokens.resize(j + 1);  // accepted drafts past a stop are dropped
+      if (s.logprobs.size() > j + 1) s.logprobs.resize(j + 1);
+      break;
+    }
   }
 }
 
@@ -718,9 +747,20 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
   for (const Sampled& s : sampled) {
     const StepPlan::Item& item = plan.items[s.item];
     if (item.request->aborted) continue;
-    results.push_back(StepResult{item.seq->scheduler_id, s.token, s.update.finished});
+    StepResult result{item.seq->scheduler_id, s.tokens.back(), s.update.finished};
+    result.accepted_drafts.assign(s.tokens.begin(), s.tokens.end() - 1);
+    results.push_back(std::move(result));
+    if (speculative_) speculative_->record(static_cast<int>(item.num_drafts), s.num_accepted);
   }
   const std::vector<FinishedRequest> finished = scheduler_->update(results);
+  for (Sampled& s : sampled) {
+    const StepPlan::Item& item = plan.items[s.item];
+    if (item.request->aborted || s.update.finished || s.drafts.empty()) continue;
+    scheduler_->set_draft_tokens(item.seq->scheduler_id, std::move(s.drafts));
+  }
+  if (speculative_) {
+    for (const FinishedRequest& f : finished) speculative_ended_.push_back(f.request_id);
+  }
 
   std::map<RequestState*, size_t> emission_of;
   const auto delta_of = [&](RequestState* state) -> RequestOutputDelta& {
@@ -753,15 +793,16 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
     Sequence& seq = *item.seq;
     CompletionOutput& out = state->output.outputs[static_cast<size_t>(seq.index)];
     CompletionDelta& d = completion_delta_of(state, seq.index);
-    out.token_ids.push_back(s.token);
-    d.token_ids.push_back(s.token);
+    out.token_ids.insert(out.token_ids.end(), s.tokens.begin(), s.tokens.end());
+    d.token_ids.insert(d.token_ids.end(), s.tokens.begin(), s.tokens.end());
     out.text += s.update.text_delta;
     d.text += s.update.text_delta;
-    if (s.logprobs) {
-      out.logprobs->push_back(*s.logprobs);
-      d.logprobs.push_back(std::move(*s.logprobs));
+    if (out.logprobs) {
+      out.logprobs->insert(out.logprobs->end(), s.logprobs.begin(), s.logprobs.end());
+      d.logprobs.insert(d.logprobs.end(), std::make_move_iterator(s.logprobs.begin()),
+                        std::make_move_iterator(s.logprobs.end()));
     }
-    ++counters_.generation_tokens;
+    counters_.generation_tokens += s.tokens.size();
     if (!seq.prompt_computed) {
       seq.prompt_computed = true;
       const bool all_computed =

@@ -55,6 +55,7 @@ class GrammarCompiler;
 }  // namespace structured
 
 class Gemma4Model;
+class SpeculativeDecoding;
 class KvCache;
 class Scheduler;
 class ThreadPool;
@@ -106,6 +107,12 @@ struct EngineStats {
   double encoder_seconds = 0;       // their wall time
   uint64_t encoder_steps = 0;       // steps that ran a slice of an image's encoding
   int64_t encodes_in_progress = 0;  // images partly encoded (their activations are held)
+  // Speculative decoding (vllm:spec_decode_*): sequences verified with drafts, drafts,
+  // accepted drafts, and accepted drafts by position (index 0: the first draft).
+  uint64_t spec_decode_num_drafts = 0;
+  uint64_t spec_decode_num_draft_tokens = 0;
+  uint64_t spec_decode_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_decode_num_accepted_tokens_per_pos;
   // Tensor parallelism: this rank's collectives (all-reduces, logit gathers, step plans).
   uint64_t tp_collectives = 0;
   uint64_t tp_bytes_sent = 0;
@@ -210,6 +217,12 @@ class Engine {
   void attach_images(StepPlan* plan);
   // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
   void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
+  // Speculative decoding: drafts for every sequence the step sampled and that goes on
+  // (engine_speculative.cpp). Engine thread, outside the lock.
+  void propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
+                      std::vector<Sampled>* sampled);
+  // One sample's tokens: verified drafts (when the item has them) or one draw. Any thread.
+  void sample_item(const StepPlan& plan, std::span<const float> rows, Sampled* s);
   // Applies a step's samples to the scheduler and the outputs. Under mutex_.
   void apply_step(StepPlan& plan, std::vector<Sampled>& sampled, std::vector<Emission>* emit);
   // Final deltas of requests aborted since the last step. Under mutex_.
@@ -223,6 +236,8 @@ class Engine {
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<SpeculativeDecoding> speculative_;  // null without --speculative-config
+  std::vector<std::string> speculative_ended_;        // sequences the proposer forgets (mutex_)
   // The vocabulary as a byte trie for response_format json_object, built by the first such
   // request (call_once: requests arrive from any thread).
   std::shared_ptr<const JsonTokenTrie> json_trie();

@@ -76,6 +76,7 @@ struct Engine::StepPlan {
     std::array<std::vector<int32_t>, kNumAttentionTypes> tables;
     LogitsWanted logits = LogitsWanted::kNone;
     bool samples = false;
+    size_t num_drafts = 0;       // speculative: the last num_drafts of `tokens` are drafts
     std::vector<size_t> images;  // indices into request->images of images in this chunk
     std::vector<EmbeddingRows> embeddings;
     std::vector<PositionRange> vision_blocks;
@@ -96,12 +97,16 @@ struct Engine::StepPlan {
   double encoder_seconds = 0;
 };
 
-// A chunk's sample, made outside the lock and applied under it.
+// A chunk's sample, made outside the lock and applied under it: one token, or with speculative
+// decoding the accepted drafts and the token after them (cut where a stop ended the sequence).
 struct Engine::Sampled {
   size_t item = 0;
-  int32_t token = 0;
-  std::optional<TokenLogprobs> logprobs;
-  StopUpdate update;
+  size_t row = 0;  // the forward's row (logits, hidden) predicting tokens[0]
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;  // one per token when the request wants logprobs
+  int num_accepted = 0;                 // drafts accepted (before any stop cut)
+  StopUpdate update;                    // the stop checks over all of `tokens`
+  std::vector<int32_t> drafts;          // proposed to follow `tokens` (next step)
 };
 
 }  // namespace gemmaserve

@@ -60,6 +60,11 @@ class RequestSampler {
   static std::vector<int32_t> forced_next_tokens(const AnswerConstraint& forced,
                                                  std::span<const int32_t> output_tokens);
 
+  // The request's parameters (seed resolved) and its generator, for speculative verification
+  // (speculative/rejection_sampler.h), which draws from the same stream.
+  const SamplingParams& params() const { return params_; }
+  std::mt19937_64& rng() { return rng_; }
+
   // Top-K log-probabilities of the raw distribution plus `chosen` (vLLM's default logprobs mode).
   static TokenLogprobs logprobs(std::span<const float> raw_logits, int k, int32_t chosen);
 

@@ -194,9 +194,9 @@ bool better(std::span<const float> logits, int32_t a, int32_t b) {
 }
 
 // A uniform double in [0, 1) from the top 53 bits: the same on every standard library.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
 }  // namespace
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 int32_t argmax(std::span<const float> logits) {
   // The first index of the largest value, NaN ignored (the last index when all are NaN), in two
@@ -235,21 +235,10 @@ TokenLogprobs top_logprobs(std::span<const float> logits, int k, int32_t also) {
   return out;
 }
 
-int32_t sample_processed(std::span<const float> x, double temperature, int top_k, double top_p,
-                         double min_p, std::mt19937_64& rng) {
+float truncation_threshold(std::span<const float> x, float max_logit, double t, int top_k,
+                           double min_p) {
   const int32_t n = static_cast<int32_t>(x.size());
-  if (n == 0) throw std::invalid_argument("sample_processed: empty logits");
-  const int32_t best = argmax(x);
-  const double mx = x[best];
-  if (!(mx > kNegInf)) {
-    throw InputError(
-        "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the answer "
-        "constraint (tool_choice, response_format) mask every token");
-  }
-  if (temperature < kGreedyTemperature) return best;
-  const double t = std::max(temperature, kMinTemperature);
-  // Probabilities relative to the top token.
-  auto weight = [&](float v) { return std::exp((static_cast<double>(v) - mx) / t); };
+  const double mx = max_logit;
   // min_p keeps p >= min_p * p_max, i.e. a logit at least t * log(min_p) below the top.
   const double min_logit = min_p > 0.0 ? mx + t * std::log(min_p) : -HUGE_VAL;
   // As a float bound: the smallest float at or above min_logit.
@@ -275,7 +264,25 @@ int32_t sample_processed(std::span<const float> x, double temperature, int top_k
     if (static_cast<int>(heap.size()) == top_k) kth = heap.top();
   }
   // Kept: at or above both bounds (NaN fails), and not masked.
-  const float threshold = std::max(kth, min_p_floor);
+  return std::max(kth, min_p_floor);
+}
+
+int32_t sample_processed(std::span<const float> x, double temperature, int top_k, double top_p,
+                         double min_p, std::mt19937_64& rng) {
+  const int32_t n = static_cast<int32_t>(x.size());
+  if (n == 0) throw std::invalid_argument("sample_processed: empty logits");
+  const int32_t best = argmax(x);
+  const double mx = x[best];
+  if (!(mx > kNegInf)) {
+    throw InputError(
+        "no token can be sampled: allowed_token_ids, bad_words, min_tokens and the answer "
+        "constraint (tool_choice, response_format) mask every token");
+  }
+  if (temperature < kGreedyTemperature) return best;
+  const double t = std::max(temperature, kMinTemperature);
+  // Probabilities relative to the top token.
+  auto weight = [&](float v) { return std::exp((static_cast<double>(v) - mx) / t); };
+  const float threshold = truncation_threshold(x, x[best], t, top_k, min_p);
   auto keep = [&](float v) { return v > kNegInf && v >= threshold; };
 
   if (top_p >= 1.0) {

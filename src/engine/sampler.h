@@ -22,6 +22,14 @@ TokenLogprobs top_logprobs(std::span<const float> logits, int k, int32_t also = 
 // Index of the largest logit (the lowest index among equals).
 int32_t argmax(std::span<const float> logits);
 
+// A uniform draw in [0, 1) (53 bits of one generator output).
+double uniform01(std::mt19937_64& rng);
+
+// The lowest logit min_p and top_k keep at temperature t (positive, clamped) given the top logit:
+// tokens at or above it survive both (top_k keeps every token tied with the k-th).
+float truncation_threshold(std::span<const float> logits, float max_logit, double t, int top_k,
+                           double min_p);
+
 // Draws from logits that masks, biases and penalties were already applied to, in vLLM's order:
 // greedy below kGreedyTemperature, else temperature, min_p (relative to the top probability),
 // top_k (ties with the k-th logit kept), top_p (smallest prefix reaching top_p kept), then one

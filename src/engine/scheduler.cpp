@@ -136,6 +136,7 @@ void Scheduler::preempt(SchedulerRequest* r) {
   remove_running(r);
   r->status = RequestStatus::kPreempted;
   r->num_computed_tokens = 0;
+  r->draft_token_ids.clear();
   ++r->num_preemptions;
   ++stats_.preemptions;
   waiting_.emplace(WaitingKey{r->priority, r->arrival}, r);
@@ -158,6 +159,7 @@ SchedulerOutput Scheduler::schedule() {
   int budget = config_.max_num_batched_tokens;
   // (request, tokens this step), in output order.
   std::vector<std::pair<SchedulerRequest*, int>> chosen;
+  std::unordered_map<const SchedulerRequest*, int> drafts_of;  // drafts among those tokens
   const int threshold = config_.long_prefill_token_threshold;
   const auto chunk_cap = [&](int remaining, int left) {
     const int n = std::min(remaining, left);
@@ -169,10 +171,12 @@ SchedulerOutput Scheduler::schedule() {
   for (SchedulerRequest* r : running_snapshot) {
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int num_new =
+    int num_new =
         fit_chunk_to_images(*r, r->num_computed_tokens,
                             chunk_cap(r->num_tokens() - r->num_computed_tokens, budget), &out);
     if (num_new <= 0) continue;
+    const int num_drafts = draft_budget(*r, budget);
+    num_new += num_drafts;
     bool allocated = false;
     while (true) {
       if (kv_.allocate_slots(r->request_id, r->num_computed_tokens, num_new)) {
@@ -196,6 +200,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == r) break;
     }
     if (!allocated) continue;
+    if (num_drafts > 0) drafts_of[r] = num_drafts;
     chosen.emplace_back(r, num_new);
     budget -= num_new;
   }
@@ -226,16 +231,20 @@ SchedulerOutput Scheduler::schedule() {
 
   // Spans are taken last: a preemption above may have freed an earlier request's table.
   for (auto& [r, num_new] : chosen) {
+    const auto drafted = drafts_of.find(r);
+    const int num_drafts = drafted == drafts_of.end() ? 0 : drafted->second;
     ScheduledChunk chunk;
     chunk.request_id = r->request_id;
-    chunk.tokens =
-        std::span<const int32_t>(r->token_ids)
-            .subspan(static_cast<size_t>(r->num_computed_tokens), static_cast<size_t>(num_new));
+    chunk.tokens = std::span<const int32_t>(r->token_ids)
+                       .subspan(static_cast<size_t>(r->num_computed_tokens),
+                                static_cast<size_t>(num_new - num_drafts));
+    chunk.draft_tokens =
+        std::span<const int32_t>(r->draft_token_ids).first(static_cast<size_t>(num_drafts));
     chunk.start_pos = r->num_computed_tokens;
     chunk.block_tables = kv_.block_tables(r->request_id);
-    chunk.samples = r->num_computed_tokens + num_new == r->num_tokens();
+    chunk.samples = r->num_computed_tokens + num_new - num_drafts == r->num_tokens();
     r->num_computed_tokens += num_new;
-    in_flight_.emplace_back(r->request_id, chunk.samples);
+    in_flight_.push_back(InFlight{r->request_id, chunk.samples, num_drafts});
     out.num_scheduled_tokens += num_new;
     out.scheduled.push_back(std::move(chunk));
   }
@@ -250,8 +259,10 @@ SchedulerOutput Scheduler::schedule() {
 std::vector<FinishedRequest> Scheduler::update(std::span<const StepResult> results) {
   // Validate everything before changing anything.
   std::unordered_set<std::string> sampling, seen;
-  for (const auto& [id, samples] : in_flight_) {
-    if (samples && requests_.count(id) > 0) sampling.insert(id);
+  std::unordered_map<std::string, int> drafted;
+  for (const InFlight& f : in_flight_) {
+    if (f.samples && requests_.count(f.request_id) > 0) sampling.insert(f.request_id);
+    if (f.num_drafts > 0) drafted[f.request_id] = f.num_drafts;
   }
   for (const StepResult& res : results) {
     if (requests_.count(res.request_id) == 0) continue;  // aborted during the step
@@ -262,15 +273,20 @@ std::vector<FinishedRequest> Scheduler::update(std::span<const StepResult> resul
     if (!seen.insert(res.request_id).second) {
       throw std::logic_error("update: two results for request " + res.request_id);
     }
+    const auto d = drafted.find(res.request_id);
+    if (static_cast<int>(res.accepted_drafts.size()) > (d == drafted.end() ? 0 : d->second)) {
+      throw std::logic_error("update: request " + res.request_id +
+                             " accepted more drafts than it had");
+    }
   }
   if (seen.size() != sampling.size()) {
     throw std::logic_error("update: a sampling chunk of the last step got no result");
   }
 
-  for (const auto& [id, samples] : in_flight_) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) continue;
-    kv_.commit(id, it->second.block_hashes, it->second.num_computed_tokens);
+  for (const InFlight& f : in_flight_) {
+    auto it = requests_.find(f.request_id);
+    if (it == requests_.end() || f.num_drafts > 0) continue;  // drafts: once the result is in
+    kv_.commit(f.request_id, it->second.block_hashes, it->second.num_computed_tokens);
   }
   in_flight_.clear();
   awaiting_update_ = false;
@@ -280,8 +296,16 @@ std::vector<FinishedRequest> Scheduler::update(std::span<const StepResult> resul
     auto it = requests_.find(res.request_id);
     if (it == requests_.end()) continue;
     SchedulerRequest* r = &it->second;
+    r->token_ids.insert(r->token_ids.end(), res.accepted_drafts.begin(), res.accepted_drafts.end());
     r->token_ids.push_back(res.token);
+    r->draft_token_ids.clear();
     update_block_hashes(r);
+    if (drafted.count(res.request_id) > 0) {
+      // The rejected drafts' K/V is garbage from here on: it is computed again when reached, and
+      // neither cached nor counted in the sliding window's release.
+      r->num_computed_tokens = r->num_tokens() - 1;
+      kv_.commit(r->request_id, r->block_hashes, r->num_computed_tokens);
+    }
     if (res.stop) {
       finish(r, FinishReason::kStopped, &finished);
     } else if (r->num_output_tokens() >= r->max_tokens ||
@@ -290,6 +314,19 @@ std::vector<FinishedRequest> Scheduler::update(std::span<const StepResult> resul
     }
   }
   return finished;
+}
+
+int Scheduler::draft_budget(const SchedulerRequest& r, int budget) const {
+  if (r.draft_token_ids.empty() || r.num_computed_tokens != r.num_tokens() - 1) return 0;
+  // Every accepted draft and the token after it must fit max_tokens and max_model_len.
+  const int room = std::min({budget - 1, r.max_tokens - r.num_output_tokens() - 1,
+                             config_.max_model_len - r.num_tokens() - 1});
+  return std::clamp(static_cast<int>(r.draft_token_ids.size()), 0, std::max(0, room));
+}
+
+void Scheduler::set_draft_tokens(const std::string& request_id, std::vector<int32_t> drafts) {
+  auto it = requests_.find(request_id);
+  if (it != requests_.end()) it->second.draft_token_ids = std::move(drafts);
 }
 
 bool Scheduler::abort(const std::string& request_id) {

@@ -85,6 +85,8 @@ struct SchedulerRequest {
   std::vector<BlockHash> block_hashes;  // of the full blocks of token_ids (prefix caching)
   int num_preemptions = 0;
   int num_cached_tokens = -1;  // prefix-cache hit at first admission; -1 before it
+  // Speculative decoding: tokens drafted after the last one, verified by the next decode.
+  std::vector<int32_t> draft_token_ids;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -100,6 +102,9 @@ struct ScheduledChunk {
   // The chunk ends at the request's last token: its logits give the next token, and update()
   // expects a StepResult for it.
   bool samples = false;
+  // Speculative decoding: drafted tokens computed after `tokens` (at start_pos + tokens.size()
+  // ...) in the same chunk; the StepResult says how many were accepted.
+  std::span<const int32_t> draft_tokens;
 };
 
 struct SchedulerOutput {
@@ -116,6 +121,9 @@ struct StepResult {
   std::string request_id;
   int32_t token = 0;  // the sampled token, appended to the request
   bool stop = false;  // the engine's stop checks (EOS, stop ids/strings) ended the request
+  // Drafts of the chunk accepted before `token` (a prefix of ScheduledChunk::draft_tokens): the
+  // request grows by these and `token`; the K/V of the rejected ones is dropped (recomputed).
+  std::vector<int32_t> accepted_drafts = {};
 };
 
 struct FinishedRequest {
@@ -157,6 +165,12 @@ class Scheduler {
   // forgotten after this call.
   std::vector<FinishedRequest> update(std::span<const StepResult> results);
 
+  // Speculative decoding: tokens drafted to follow the request's last token. The next
+  // schedule() computes them with it when the request is decoding (capped by the step budget,
+  // max_tokens and max_model_len); any update() of the request drops them. Ignored for unknown
+  // requests.
+  void set_draft_tokens(const std::string& request_id, std::vector<int32_t> drafts);
+
   // Drops a request wherever it is and frees its blocks now. False when unknown (or finished).
   bool abort(const std::string& request_id);
 
@@ -178,6 +192,8 @@ class Scheduler {
   using WaitingKey = std::pair<int, uint64_t>;  // (priority, arrival)
 
   void update_block_hashes(SchedulerRequest* r);
+  // Drafts of r to compute this step with `budget` tokens left (0 unless it is decoding).
+  int draft_budget(const SchedulerRequest& r, int budget) const;
   // A chunk of num_new tokens of r from `start`, moved so it does not end inside an image and
   // stops before an image that is not ready (then named in `out`).
   int fit_chunk_to_images(const SchedulerRequest& r, int start, int num_new,
@@ -195,8 +211,13 @@ class Scheduler {
   std::map<WaitingKey, SchedulerRequest*> waiting_;
   std::vector<SchedulerRequest*> running_;  // admission order
   uint64_t next_arrival_ = 0;
-  // The last schedule()'s chunks: (request id, samples), committed by update().
-  std::vector<std::pair<std::string, bool>> in_flight_;
+  // The last schedule()'s chunks, committed by update().
+  struct InFlight {
+    std::string request_id;
+    bool samples = false;
+    int num_drafts = 0;
+  };
+  std::vector<InFlight> in_flight_;
   bool awaiting_update_ = false;
   SchedulerStats stats_;
 };

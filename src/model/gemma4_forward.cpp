@@ -455,6 +455,7 @@ void Gemma4Forward::logits(ForwardOutput* out) {
   }
   ws_.normed.resize(static_cast<size_t>(R * H));
   cpu::rms_norm_rows(ws_.x.data(), H, w_.final_norm.data(), ws_.normed.data(), H, R, H, plan_.eps);
+  if (out->return_hidden) out->hidden.assign(ws_.normed.begin(), ws_.normed.begin() + R * H);
   // The next step starts with the per-layer-input projection, or with layer 0.
   read_next(cfg_.hidden_size_per_layer_input > 0 ? weight_bytes({&w_.per_layer_model_projection})
                                                  : layer_first_weights(0));
@@ -502,6 +503,7 @@ void Gemma4Forward::gather_logits(int64_t rows, ForwardOutput* out) {
 
 void Gemma4Forward::run(std::span<const SequenceInput> batch, KvCache& cache, ForwardOutput* out) {
   out->logits.clear();
+  out->hidden.clear();
   out->rows = 0;
   validate(batch, cache);
   ws_.tokens.clear();

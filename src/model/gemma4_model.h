@@ -61,6 +61,10 @@ struct ForwardOutput {
   // receives them (other ranks get `rows` and no logits).
   std::vector<float> logits;
   int rows = 0;
+  // Set before forward() to also receive, for the same rows, the final-normed hidden states
+  // (hidden_size floats each: what the LM head reads; an MTP drafter's input).
+  bool return_hidden = false;
+  std::vector<float> hidden;
 };
 
 // Settings fixed for the model's whole life: never chosen per step or per batch size, so a

@@ -119,27 +119,16 @@ nlohmann::json quantization_config_json(DType type, const std::map<std::string, 
           {"tensors", t}};
 }
 
-void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
-                            const std::function<void(size_t, size_t)>& progress) {
-  const bool tied = w.lm_head.data == w.embed_tokens.data;
-  std::vector<WeightMatrix*> todo = {&w.embed_tokens, &w.embed_tokens_per_layer,
-                                     &w.per_layer_model_projection};
-  if (!tied) todo.push_back(&w.lm_head);
-  for (LayerWeights& l : w.layers) {
-    for (WeightMatrix* m :
-         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
-          &l.per_layer_input_gate, &l.per_layer_projection, &l.experts_gate_up, &l.experts_down}) {
-      todo.push_back(m);
-    }
-  }
-  for (WeightMatrix* m : w.vision.linear_matrices()) todo.push_back(m);
+void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, ThreadPool* pool,
+                              std::vector<std::shared_ptr<const void>>* owned,
+                              const std::function<void(size_t, size_t)>& progress) {
   size_t total = 0;
   std::vector<std::pair<WeightMatrix*, DType>> kept;
   int skipped = 0;
-  for (WeightMatrix* m : todo) {
-    if (!*m || dtype_is_quantized(m->dtype)) continue;
-    const bool embedding = m == &w.embed_tokens || m == &w.lm_head;
-    const DType wanted = tensor_quant_type(type, embedding ? "embed_tokens.weight" : m->name);
+  for (const QuantizeTarget& q : todo) {
+    WeightMatrix* m = q.matrix;
+    if (!m || !*m || dtype_is_quantized(m->dtype)) continue;
+    const DType wanted = tensor_quant_type(type, q.embedding ? "embed_tokens.weight" : m->name);
     const std::optional<DType> mt = block_fit_type(wanted, m->cols);
     if (mt != wanted) {
       GS_LOG_INFO << block_fit_note(m->name, wanted, m->cols, m->dtype);
@@ -174,13 +163,31 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
     }
     m->data = buf.get();
     m->dtype = mt;
-    w.owned_buffers.push_back(std::move(buf));
+    owned->push_back(std::move(buf));
   }
-  if (tied) w.lm_head = w.embed_tokens;
   if (progress) progress(total, total);
   GS_LOG_INFO << "quantized " << kept.size() << " weight matrices to "
               << cpu::quantization_type_name(type)
               << (skipped ? " (" + std::to_string(skipped) + " kept in float)" : std::string());
+}
+
+void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
+                            const std::function<void(size_t, size_t)>& progress) {
+  const bool tied = w.lm_head.data == w.embed_tokens.data;
+  std::vector<QuantizeTarget> todo = {{&w.embed_tokens, true},
+                                      {&w.embed_tokens_per_layer, false},
+                                      {&w.per_layer_model_projection, false}};
+  if (!tied) todo.push_back({&w.lm_head, true});
+  for (LayerWeights& l : w.layers) {
+    for (WeightMatrix* m :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
+          &l.per_layer_input_gate, &l.per_layer_projection, &l.experts_gate_up, &l.experts_down}) {
+      todo.push_back({m, false});
+    }
+  }
+  for (WeightMatrix* m : w.vision.linear_matrices()) todo.push_back({m, false});
+  quantize_weight_matrices(todo, type, pool, &w.owned_buffers, progress);
+  if (tied) w.lm_head = w.embed_tokens;
 }
 
 void fill_quantized_bytes(DType type, int64_t cols, int64_t first, int64_t count, std::byte* dst,

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -56,6 +59,17 @@ nlohmann::json quantization_config_json(DType type, const std::map<std::string, 
 // progress(bytes of source done, total).
 void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
                             const std::function<void(size_t, size_t)>& progress);
+
+// One matrix for quantize_weight_matrices; `embedding` ones get the embedding / LM head's type.
+struct QuantizeTarget {
+  WeightMatrix* matrix = nullptr;
+  bool embedding = false;
+};
+// The given float matrices quantized in place (absent and already quantized ones skipped, rows
+// that are not whole blocks kept in float, logged), the new buffers kept in `owned`.
+void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, ThreadPool* pool,
+                              std::vector<std::shared_ptr<const void>>* owned,
+                              const std::function<void(size_t, size_t)>& progress);
 
 // Bytes [first, first + count) of the quantized form of a [rows, cols] matrix whose row r is
 // produced (as f32) by row_values(r, out). Rows are quantized whole, so any split of the byte

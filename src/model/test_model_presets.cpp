@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -508,9 +509,24 @@ void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t
         std::memcpy(dst + i * 2, &h, 2);
       });
       return;
+    case DType::kI64: {
+      if (t.init.kind != TensorInit::Kind::kPermutation) break;
+      // i -> (a·i + b) mod n with gcd(a, n) = 1 is a bijection computable per element.
+      const auto n = static_cast<uint64_t>(t.spec.numel());
+      uint64_t a = (stream % n) | 1;
+      while (std::gcd(a, n) != 1) a += 2;
+      const uint64_t b = mix64(stream) % n;
+      for (int64_t i = 0; i < count; ++i) {
+        const auto x = static_cast<int64_t>(
+            (static_cast<unsigned __int128>(a) * static_cast<uint64_t>(first + i) + b) % n);
+        std::memcpy(dst + i * 8, &x, 8);
+      }
+      return;
+    }
     default:
-      throw InputError(std::string("unsupported test-model dtype ") + dtype_name(t.spec.dtype));
+      break;
   }
+  throw InputError(std::string("unsupported test-model dtype ") + dtype_name(t.spec.dtype));
 }
 
 }  // namespace gemmaserve

@@ -18,7 +18,8 @@ namespace gemmaserve {
 
 // How a tensor's random values are drawn.
 struct TensorInit {
-  enum class Kind { kNormal, kUniform };
+  // kPermutation: an I64 tensor holding a permutation of [0, numel) (an index buffer).
+  enum class Kind { kNormal, kUniform, kPermutation };
   Kind kind = Kind::kNormal;
   float a = 0.0f;  // normal: mean; uniform: low
   float b = 1.0f;  // normal: standard deviation; uniform: high (exclusive)
@@ -78,6 +79,12 @@ TestModelSpec make_test_model_spec(const std::string& preset, DType dtype);
 // (e.g. the tiny text decoder with a real-size vision tower).
 void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann::json& config,
                                 DType dtype, uint64_t seed);
+// A random-weight Gemma 4 MTP assistant drafter (model_type gemma4_assistant) paired with
+// `target_preset`: the released drafters' decoder sizes (4 layers, 3 sliding + 1 full; the
+// tiny one: hidden 32, 4 heads, centroid head), the target's head geometry, RoPE, window and
+// vocabulary, tied embeddings, a permutation as token_ordering. dtype F32, F16 or BF16;
+// InputError otherwise or for an unknown preset (test_assistant_presets.cpp).
+TestModelSpec make_test_assistant_spec(const std::string& target_preset, DType dtype);
 
 // Writes elements [first, first + count) of `t` in its dtype. Values depend only on (seed,
 // t.key, element index), so any chunking or thread split gives the same bytes.

@@ -178,6 +178,25 @@ std::string ServerMetrics::render(std::span<const EngineStats> per_engine) const
     histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
               &PerEngine::generation_tokens);
   }
+  // vLLM's SpecDecodingProm counters, present only with --speculative-config.
+  if (n > 0 && !per_engine[0].spec_decode_num_accepted_tokens_per_pos.empty()) {
+    family("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
+           [](S st) { return static_cast<double>(st.spec_decode_num_drafts); });
+    family("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+           [](S st) { return static_cast<double>(st.spec_decode_num_draft_tokens); });
+    family("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+           [](S st) { return static_cast<double>(st.spec_decode_num_accepted_tokens); });
+    header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted tokens per draft position.");
+    for (size_t e = 0; e < n; ++e) {
+      const auto& per_pos = per_engine[e].spec_decode_num_accepted_tokens_per_pos;
+      for (size_t pos = 0; pos < per_pos.size(); ++pos) {
+        sample(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+               engines_[e].labels + ",position=\"" + std::to_string(pos) + "\"",
+               static_cast<double>(per_pos[pos]));
+      }
+    }
+  }
   static const char* kTypeNames[kNumAttentionTypes] = {"sliding", "full"};
   auto per_type = [&](const char* name, const char* help, auto blocks) {
     header(out, name, "gauge", help);

@@ -344,3 +344,19 @@ def test_data_parallel_replicas_answer_as_one_engine() -> None:
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in one]
     with pytest.raises(ValueError, match="^--data-parallel-size must be at least 1, got 0$"):
         LLM(golden_model("dense"), data_parallel_size=0, **SMALL_ENGINE)
+
+
+def test_speculative_config_keeps_greedy_tokens(dense: LLM) -> None:
+    """vLLM's speculative_config dict: ngram drafts verified by the target change no greedy
+    token; a bad key is a ValueError naming it."""
+    spec = LLM(golden_model("dense"), **SMALL_ENGINE,
+               speculative_config={"method": "ngram", "num_speculative_tokens": 3,
+                                   "prompt_lookup_min": 1})
+    prompts = [[2] + [10, 17, 24] * 5, [2, 175, 50, 120]]
+    sp = SamplingParams(max_tokens=16, **GREEDY)
+    want = [o.outputs[0].token_ids for o in dense.generate(prompts, sp, use_tqdm=False)]
+    got = [o.outputs[0].token_ids for o in spec.generate(prompts, sp, use_tqdm=False)]
+    assert got == want
+    with pytest.raises(ValueError, match="--speculative-config: unknown key 'k'"):
+        LLM(golden_model("dense"), **SMALL_ENGINE,
+            speculative_config={"method": "ngram", "num_speculative_tokens": 3, "k": 1})

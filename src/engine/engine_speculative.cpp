@@ -1,0 +1,80 @@
+// The engine's side of speculative decoding: one sample's tokens (a draw, or drafts verified)
+// and the drafts of the sequences a step sampled. See engine/speculative/speculative_decoding.h.
+#include "core/error.h"
+#include "engine/engine_state.h"
+#include "engine/speculative/rejection_sampler.h"
+#include "engine/speculative/speculative_decoding.h"
+
+namespace gemmaserve {
+
+void Engine::sample_item(const StepPlan& plan, std::span<const float> rows, Sampled* s) {
+  const StepPlan::Item& item = plan.items[s->item];
+  const Sequence& seq = *item.seq;
+  const EngineRequest& r = item.request->request;
+  const std::vector<int32_t>& output = item.request->output.outputs[seq.index].token_ids;
+  const size_t vocab = static_cast<size_t>(model_->vocab_size());
+  if (item.num_drafts == 0) {
+    s->tokens = {seq.sampler->sample(rows, output)};
+  } else {
+    const std::span<const int32_t> drafts =
+        std::span<const int32_t>(item.tokens).last(item.num_drafts);
+    VerifiedDrafts v = verify_drafts(*seq.sampler, rows, vocab, drafts, output);
+    s->tokens = std::move(v.tokens);
+    s->num_accepted = v.num_accepted;
+  }
+  if (!r.params.logprobs) return;
+  // Each token's logprobs from the row that predicted it: as without speculation.
+  for (size_t i = 0; i < s->tokens.size(); ++i) {
+    s->logprobs.push_back(
+        RequestSampler::logprobs(rows.subspan(i * vocab, vocab), *r.params.logprobs, s->tokens[i]));
+  }
+}
+
+void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
+                            std::vector<Sampled>* sampled) {
+  if (!speculative_) return;
+  std::vector<std::string> ended;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ended.swap(speculative_ended_);
+  }
+  DraftProposer& proposer = speculative_->proposer();
+  for (const std::string& id : ended) proposer.finished(id);
+  // Histories first: the requests' spans point into them.
+  std::vector<Sampled*> targets;
+  std::vector<std::vector<int32_t>> histories;
+  for (Sampled& s : *sampled) {
+    if (s.update.finished) continue;
+    const StepPlan::Item& item = plan.items[s.item];
+    const std::vector<int32_t>& prompt = item.request->request.prompt_token_ids;
+    const std::vector<int32_t>& output = item.request->output.outputs[item.seq->index].token_ids;
+    std::vector<int32_t> h;
+    h.reserve(prompt.size() + output.size() + s.tokens.size());
+    h.insert(h.end(), prompt.begin(), prompt.end());
+    h.insert(h.end(), output.begin(), output.end());
+    h.insert(h.end(), s.tokens.begin(), s.tokens.end());
+    histories.push_back(std::move(h));
+    targets.push_back(&s);
+  }
+  if (targets.empty()) return;
+  std::vector<DraftRequest> requests(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    requests[i].sequence_id = plan.items[targets[i]->item].seq->scheduler_id;
+    requests[i].tokens = histories[i];
+    requests[i].max_drafts = speculative_->num_speculative_tokens();
+    if (forward.hidden.empty()) continue;
+    // MTP: the hidden row of the position before the newest token (the one predicting it).
+    const StepPlan::Item& item = plan.items[targets[i]->item];
+    const size_t width = forward.hidden.size() / static_cast<size_t>(forward.rows);
+    const size_t row = targets[i]->row + targets[i]->tokens.size() - 1;
+    requests[i].target_hidden = std::span<const float>(forward.hidden).subspan(row * width, width);
+    for (int t = 0; t < kNumAttentionTypes; ++t)
+      requests[i].target_block_tables[t] = item.tables[t];
+  }
+  std::vector<std::vector<int32_t>> drafts = proposer.propose(requests);
+  for (size_t i = 0; i < targets.size() && i < drafts.size(); ++i) {
+    targets[i]->drafts = std::move(drafts[i]);
+  }
+}
+
+}  // namespace gemmaserve

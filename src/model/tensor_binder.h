@@ -1,0 +1,188 @@
+// Binding of checkpoint tensors to weights by name: shape and dtype checks with errors naming
+// the file and tensor, and a record of the names used (so loaders can report the rest).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+
+namespace gemmaserve {
+
+// Binds tensors by name, checks shapes, and remembers which names were used.
+class TensorBinder {
+ public:
+  // Copies of misaligned tensors are kept alive in `owned`.
+  // `stored` names the tensors stored block-quantized (nullptr = none).
+  TensorBinder(const SafetensorsCheckpoint& ckpt, std::string prefix,
+               std::vector<std::shared_ptr<const void>>* owned,
+               const std::map<std::string, DType>* stored = nullptr)
+      : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned), stored_(stored) {}
+
+  const TensorView* find(const std::string& name) {
+    const TensorView* v = ckpt_.find(prefix_ + name);
+    if (v) used_.insert(v->name);
+    return v;
+  }
+
+  const TensorView& require(const std::string& name) {
+    const TensorView* v = find(name);
+    if (!v) {
+      throw InputError(ckpt_.dir().string() + ": missing tensor '" + prefix_ + name + "'");
+    }
+    return *v;
+  }
+
+  static void check_shape(const TensorView& v, const std::vector<int64_t>& expected) {
+    if (v.shape != expected) {
+      TensorView want;
+      want.shape = expected;
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has shape " + v.shape_string() +
+                       ", expected " + want.shape_string());
+    }
+  }
+
+  static void check_float(const TensorView& v) {
+    if (v.dtype != DType::kF32 && v.dtype != DType::kF16 && v.dtype != DType::kBF16) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has unsupported dtype " +
+                       dtype_name(v.dtype) + " (expected BF16, F16 or F32)");
+    }
+  }
+
+  WeightMatrix matrix(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView& v = require(name);
+    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
+    check_shape(v, shape);
+    check_float(v);
+    return as_matrix(v);
+  }
+
+  WeightMatrix optional_matrix(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView* v = find(name);
+    if (!v) return {};
+    if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
+    check_shape(*v, shape);
+    check_float(*v);
+    return as_matrix(*v);
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const TensorView& v = require(name);
+    check_shape(v, {n});
+    check_float(v);
+    std::vector<float> out(static_cast<size_t>(n));
+    convert_to_f32(v.dtype, aligned_data(v), out.data(), out.size());
+    return out;
+  }
+
+  // An integer index vector of n entries stored as I64 or I32 (e.g. a token permutation).
+  std::vector<int32_t> index_vector(const std::string& name, int64_t n) {
+    const TensorView& v = require(name);
+    check_shape(v, {n});
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    if (v.dtype == DType::kI32) {
+      std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
+    } else if (v.dtype == DType::kI64) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        int64_t x;
+        std::memcpy(&x, static_cast<const std::byte*>(v.data) + i * sizeof(int64_t), sizeof x);
+        if (x < INT32_MIN || x > INT32_MAX) {
+          throw InputError(v.file.string() + ": tensor '" + v.name + "' holds " +
+                           std::to_string(x) + " at index " + std::to_string(i) +
+                           ", outside the 32-bit range");
+        }
+        out[i] = static_cast<int32_t>(x);
+      }
+    } else {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' has unsupported dtype " +
+                       dtype_name(v.dtype) + " (expected I64 or I32)");
+    }
+    return out;
+  }
+
+  // A one-element tensor stored as [1] or [] (a scalar buffer).
+  std::optional<float> scalar(const std::string& name) {
+    const TensorView* v = find(name);
+    if (!v) return std::nullopt;
+    if (v->numel() != 1 || v->shape.size() > 1) check_shape(*v, {1});
+    check_float(*v);
+    float x;
+    convert_to_f32(v->dtype, aligned_data(*v), &x, 1);
+    return x;
+  }
+
+  void mark_used(const std::string& name) {
+    if (const TensorView* v = ckpt_.find(prefix_ + name)) used_.insert(v->name);
+  }
+  const std::set<std::string>& used() const { return used_; }
+
+ private:
+  // The tensor's data, or an aligned copy when the file places it at an address that is not
+  // a multiple of its element size (legal in safetensors: the header need not be padded).
+  const void* aligned_data(const TensorView& v) {
+    if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0) return v.data;
+    auto copy = std::make_shared<std::vector<uint64_t>>((v.nbytes + 7) / 8);
+    std::memcpy(copy->data(), v.data, v.nbytes);
+    owned_->push_back(copy);
+    return copy->data();
+  }
+
+  WeightMatrix as_matrix(const TensorView& v) {
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = v.dtype;
+    m.data = aligned_data(v);
+    m.cols = v.shape.back();
+    m.rows = v.numel() / std::max<int64_t>(m.cols, 1);
+    return m;
+  }
+
+  std::optional<DType> stored_type(const TensorView& v) const {
+    if (!stored_) return std::nullopt;
+    auto it = stored_->find(v.name);
+    if (it == stored_->end()) return std::nullopt;
+    return it->second;
+  }
+
+  // A U8 tensor [rows..., row_bytes] holding rows of `type` blocks for logical shape `shape`.
+  WeightMatrix quantized_matrix(const TensorView& v, DType type, std::vector<int64_t> shape) {
+    const int64_t cols = shape.back();
+    if (cols % dtype_block_elems(type) != 0) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' is marked " + dtype_name(type) +
+                       " but its row length " + std::to_string(cols) +
+                       " is not a multiple of the block size");
+    }
+    std::vector<int64_t> stored = shape;
+    stored.back() = static_cast<int64_t>(dtype_row_bytes(type, cols));
+    if (v.dtype != DType::kU8) {
+      throw InputError(v.file.string() + ": quantized tensor '" + v.name + "' must be stored as " +
+                       "U8, found " + dtype_name(v.dtype));
+    }
+    check_shape(v, stored);
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = type;
+    m.data = v.data;
+    m.cols = cols;
+    m.rows = v.numel() / std::max<int64_t>(stored.back(), 1);
+    return m;
+  }
+
+  const SafetensorsCheckpoint& ckpt_;
+  std::string prefix_;
+  std::vector<std::shared_ptr<const void>>* owned_;
+  const std::map<std::string, DType>* stored_;
+  std::set<std::string> used_;
+};
+
+}  // namespace gemmaserve
