@@ -611,8 +611,10 @@ bool Engine::plan_step(StepPlan* plan) {
   const SchedulerOutput out = scheduler_->schedule();
   for (const auto& [id, image] : out.waiting_for_images) {
     RequestState& state = *sequences_.at(id)->owner;
+    // A named copy: clang 14 cannot capture a structured binding in a lambda.
+    const auto wanted = image;
     const bool listed = std::any_of(plan->encodes.begin(), plan->encodes.end(), [&](auto& e) {
-      return e.request.get() == &state && e.image == image;
+      return e.request.get() == &state && e.image == wanted;
     });
     if (!listed) plan->encodes.push_back({state.shared_from_this(), image});
   }

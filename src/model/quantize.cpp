@@ -141,7 +141,10 @@ void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, 
     total += static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols);
   }
   size_t done = 0;
-  for (const auto& [m, mt] : kept) {
+  for (const auto& entry : kept) {
+    // Named variables, not a structured binding: clang 14 cannot capture one in a lambda.
+    WeightMatrix* const m = entry.first;
+    const DType mt = entry.second;
     const size_t dst_row = dtype_row_bytes(mt, m->cols);
     const size_t src_row = dtype_row_bytes(m->dtype, m->cols);
     std::shared_ptr<std::byte[]> buf =

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "io/json_shape.h"
 
 namespace gemmaserve {
 namespace {
@@ -18,6 +19,11 @@ struct ArgumentsTooDeep {};
 
 // json.loads: parsed value, or nullopt when the text is not JSON (vLLM catches JSONDecodeError).
 std::optional<ordered_json> parse_json_text(const std::string& text) {
+  if (json_shape(text).widest_object > kMaxJsonObjectMembers) {
+    throw InputError("tool call arguments have an object with more than " +
+                         std::to_string(kMaxJsonObjectMembers) + " members",
+                     "tool_calls");
+  }
   try {
     return ordered_json::parse(text,
                                [](int depth, ordered_json::parse_event_t event, ordered_json&) {

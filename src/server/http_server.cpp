@@ -21,6 +21,7 @@
 #include "server/chat_rendering.h"
 #include "server/client_stream.h"
 #include "server/connection_monitor.h"
+#include "server/request_body.h"
 #include "server/serving_chat.h"
 #include "server/serving_completions.h"
 #include "server/serving_tokenization.h"
@@ -211,43 +212,7 @@ bool bearer_token_matches(const std::string& header, const std::string& key) {
   return diff == 0;
 }
 
-// Deeper JSON would only be a way to exhaust the stack of recursive consumers (templates, dumps).
-constexpr int kMaxJsonDepth = 128;
-
-int json_nesting_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-ordered_json parse_body(const httplib::Request& req) {
-  if (json_nesting_depth(req.body) > kMaxJsonDepth) {
-    throw bad_request("JSON nesting deeper than " + std::to_string(kMaxJsonDepth) +
-                      " levels is not accepted");
-  }
-  try {
-    return ordered_json::parse(req.body);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad_request(std::string("JSON decode error: ") + e.what());
-  }
-}
+ordered_json parse_body(const httplib::Request& req) { return parse_json_request_body(req.body); }
 
 // The body of a completions or chat request; vLLM names the response after an X-Request-Id
 // header first, then the body's request_id.

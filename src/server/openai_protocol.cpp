@@ -20,6 +20,11 @@ using ordered_json = nlohmann::ordered_json;
 constexpr int kMaxSamplesPerRequest = 128;
 // Sequences one completions request may start (prompts x n).
 constexpr size_t kMaxSequencesPerRequest = 4096;
+// vLLM's VLLM_MAX_STOP_STRINGS default (OpenAI's limit too): every stop string is searched for
+// after every token.
+constexpr size_t kMaxStopStrings = 4;
+// vLLM's VLLM_MAX_NUM_BAD_WORDS default: each is tokenized and masked on every step.
+constexpr size_t kMaxBadWords = 128;
 
 // vLLM keeps cache salts free of the characters cache backends use as separators.
 constexpr std::string_view kSaltForbidden("@/\\\0", 4);
@@ -54,13 +59,27 @@ void parse_generation_fields(RequestFields& f, GenerationRequest& r, bool chat) 
   if (auto v = f.get_double("frequency_penalty")) p.frequency_penalty = *v;
   if (auto v = f.get_double("repetition_penalty")) p.repetition_penalty = *v;
   if (auto v = f.get_int("seed")) p.seed = static_cast<uint64_t>(*v);
-  if (auto v = f.get_string_list("stop")) p.stop = *v;
+  if (auto v = f.get_string_list("stop")) {
+    if (v->size() > kMaxStopStrings) {
+      throw bad_request("stop: List should have at most " + std::to_string(kMaxStopStrings) +
+                            " items after validation, not " + std::to_string(v->size()),
+                        "stop");
+    }
+    p.stop = *v;
+  }
   if (auto v = f.get_int_list("stop_token_ids")) p.stop_token_ids = *v;
   if (auto v = f.get_bool("include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = f.get_bool("ignore_eos")) p.ignore_eos = *v;
   if (auto v = f.get_int32("min_tokens")) p.min_tokens = *v;
   if (auto v = f.get_int_list("allowed_token_ids")) p.allowed_token_ids = *v;
-  if (auto v = f.get_string_list("bad_words", false)) p.bad_words = *v;
+  if (auto v = f.get_string_list("bad_words", false)) {
+    if (v->size() > kMaxBadWords) {
+      throw bad_request("Too many bad words: " + std::to_string(v->size()) +
+                            ". The max number is " + std::to_string(kMaxBadWords) + ".",
+                        "bad_words");
+    }
+    p.bad_words = *v;
+  }
   if (auto v = f.get_bool("skip_special_tokens")) p.skip_special_tokens = *v;
   if (auto v = f.get_bool("spaces_between_special_tokens")) p.spaces_between_special_tokens = *v;
   if (auto v = f.get_int32("prompt_logprobs")) {

@@ -324,3 +324,25 @@ TEST(Gemma4ToolParser, RandomIdsLookLikeVllms) {
 
 }  // namespace
 }  // namespace gemmaserve
+
+namespace gemmaserve {
+namespace {
+
+// Found by fuzz/tool_call_fuzz.cpp: a header over 256 bytes before its '{' was a call when the
+// text came whole and content when it came in pieces.
+TEST(Gemma4ToolParserLimits, LongHeaderIsContentWholeOrStreamed) {
+  const std::string text = "<|tool_call>call:" + std::string(300, 'x') + "{a:1}<tool_call|>";
+  const ToolParseResult whole = extract_gemma4_tool_calls(text);
+  EXPECT_TRUE(whole.tool_calls.empty());
+  Gemma4ToolCallStream stream;
+  size_t calls = 0;
+  for (char c : text) calls += stream.feed(std::string(1, c)).tool_calls.size();
+  calls += stream.finish().tool_calls.size();
+  EXPECT_EQ(calls, 0u);
+  // A name of 250 bytes is still a call either way.
+  const std::string ok = "<|tool_call>call:" + std::string(250, 'x') + "{a:1}<tool_call|>";
+  EXPECT_EQ(extract_gemma4_tool_calls(ok).tool_calls.size(), 1u);
+}
+
+}  // namespace
+}  // namespace gemmaserve

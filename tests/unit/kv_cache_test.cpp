@@ -177,13 +177,11 @@ TEST(KvCacheQuality, TopOneAgreementWithFloatKv) {
       const std::vector<float> got = run(b.dtype);
       int agree = 0;
       float worst = 0.0f;
-      double total = 0.0;
       for (size_t p = 0; p < prompt.size(); ++p) {
         const float* x = &got[p * static_cast<size_t>(vocab)];
         const float* y = &base[p * static_cast<size_t>(vocab)];
         agree += golden::argmax(x, vocab) == golden::argmax(y, vocab);
         worst = std::max(worst, golden::max_abs_diff(x, y, static_cast<size_t>(vocab)));
-        for (int i = 0; i < vocab; ++i) total += std::fabs(x[i] - y[i]);
       }
       const double share = static_cast<double>(agree) / static_cast<double>(prompt.size());
       std::cout << "[ quality  ] " << name << " " << cpu::kv_dtype_name(b.dtype)

@@ -8,6 +8,7 @@
 #include "engine/structured/gemma4_tool_call_grammar.h"
 #include "engine/structured/json_schema_compiler.h"
 #include "engine/structured/regex_compiler.h"
+#include "io/json_shape.h"
 
 namespace gemmaserve::structured {
 
@@ -106,6 +107,10 @@ void compile_json_with_whitespace(Grammar* g, const nlohmann::ordered_json& wrap
 Grammar build_grammar(std::string_view kind, std::string_view spec) {
   Grammar g;
   if (kind == "json") {
+    if (json_shape(spec).widest_object > kMaxJsonObjectMembers) {
+      throw InputError("the JSON schema has an object with more than " +
+                       std::to_string(kMaxJsonObjectMembers) + " members");
+    }
     nlohmann::ordered_json schema;
     try {
       schema = nlohmann::ordered_json::parse(spec);

@@ -13,7 +13,9 @@
 #if !defined(__clang__)
 // GCC 12's avx512fintrin.h "undefined" vectors (__Y = __Y) trip -Wuninitialized when inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 #if defined(__clang__)

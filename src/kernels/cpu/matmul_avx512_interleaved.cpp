@@ -12,7 +12,9 @@
 
 #if defined(__x86_64__)
 // GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized: false positive.
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

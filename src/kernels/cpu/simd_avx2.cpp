@@ -20,7 +20,9 @@
 #else
 // GCC 12 reports its own AVX-512 intrinsics' undefined-register idiom as uninitialised.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC target("avx2,fma,f16c")
 #endif
 #define GS_VEC_AVX2

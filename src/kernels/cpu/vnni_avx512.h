@@ -4,7 +4,9 @@
 
 // GCC 12 reports its own _mm512_undefined_* placeholders (inside insert intrinsics) as
 // maybe-uninitialized: a false positive.
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

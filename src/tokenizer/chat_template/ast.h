@@ -37,6 +37,12 @@ enum class ExprKind {
 };
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees its subtree with an explicit stack: a long chain (a.b.c..., 1+1+1...) is a deep tree.
+  ~Expr();
+
   ExprKind kind = ExprKind::kLiteral;
   int line = 1;
   std::string name;
@@ -85,5 +91,8 @@ struct Stmt {
   bool catch_kwargs = false;   // ...and naming `kwargs` accepts unknown keywords
   bool unpack = false;         // targets came as a tuple (`for a, b in ...`)
 };
+
+// The longest path from `e` to a leaf (1 for a leaf), walked with an explicit stack.
+int expr_depth(const Expr& e);
 
 }  // namespace gemmaserve::jinja

@@ -170,6 +170,7 @@ Value do_tojson(const Value& v, const CallArgs& args) {
       o.indent = a[1]->as_string();
     } else {
       int64_t n = int_arg(a[1], 0, "tojson indent");
+      check_text_size(static_cast<size_t>(std::clamp<int64_t>(n, 0, kMaxTextBytes + 1)));
       o.indent = std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
     }
   }
@@ -192,8 +193,9 @@ Value do_indent(const Value& v, const CallArgs& args) {
   if (width.is_string()) {
     indention = width.as_string();
   } else {
-    indention =
-        std::string(static_cast<size_t>(std::max<int64_t>(int_arg(width, 4, "indent"), 0)), ' ');
+    const int64_t n = int_arg(width, 4, "indent");
+    check_text_size(static_cast<size_t>(std::clamp<int64_t>(n, 0, kMaxTextBytes + 1)));
+    indention = std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
   }
   std::string s = to_str(v) + "\n";
   std::vector<std::string> lines = py_splitlines(s, false);
@@ -202,6 +204,7 @@ Value do_indent(const Value& v, const CallArgs& args) {
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i > 0) rv += "\n" + indention;
       rv += lines[i];
+      check_text_size(rv.size());
     }
   } else {
     rv = lines.empty() ? "" : lines[0];
@@ -209,6 +212,7 @@ Value do_indent(const Value& v, const CallArgs& args) {
       rv += "\n";
       if (!lines[i].empty()) rv += indention;
       rv += lines[i];
+      check_text_size(rv.size());
     }
   }
   if (a[1] && truthy(*a[1])) rv = indention + rv;

@@ -15,6 +15,9 @@ const Value* Frame::lookup(const std::string& name) const {
 namespace {
 
 constexpr int kMaxCallDepth = 200;  // Python's recursion limit stops Jinja near this depth
+// Statements and expressions nested at run time (through macros, recursive loops, filters):
+// stops a template before the C++ stack runs out, as Python's recursion limit stops Jinja.
+constexpr int kMaxRenderNesting = 2000;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
@@ -48,14 +51,37 @@ class Interpreter {
     return Flow::kNormal;
   }
 
+  // Counts one unit of rendering work and one level of nesting for its lifetime.
+  class Step {
+   public:
+    explicit Step(Interpreter& in) : in_(in) {
+      if (++in_.nesting_ > kMaxRenderNesting) {
+        throw TemplateError("maximum recursion depth exceeded while rendering");
+      }
+      if (++in_.steps_ > kMaxRenderSteps) {
+        throw TemplateError("rendering took more than " + std::to_string(kMaxRenderSteps) +
+                            " steps (a loop without end?)");
+      }
+    }
+    ~Step() { --in_.nesting_; }
+    Step(const Step&) = delete;
+    Step& operator=(const Step&) = delete;
+
+   private:
+    Interpreter& in_;
+  };
+
   Flow exec(const Stmt& s, const FramePtr& frame, std::string& out) {
+    const Step step(*this);
     line_ = s.line;
     switch (s.kind) {
       case StmtKind::kOutput:
         out += s.text;
+        check_text_size(out.size());
         return Flow::kNormal;
       case StmtKind::kPrint:
         out += to_str(eval(*s.expr, frame));
+        check_text_size(out.size());
         return Flow::kNormal;
       case StmtKind::kIf:
         for (size_t i = 0; i < s.conds.size(); ++i) {
@@ -140,6 +166,9 @@ class Interpreter {
 
   void run_loop(const Stmt& s, const FramePtr& frame, const Value& iterable, int depth,
                 std::string& out) {
+    if (depth > kMaxCallDepth) {
+      throw TemplateError("maximum recursion depth exceeded in a recursive loop");
+    }
     std::vector<Value> items = iterate(iterable);
     if (s.cond) {
       std::vector<Value> kept;
@@ -156,6 +185,7 @@ class Interpreter {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      const Step step(*this);
       auto inner = std::make_shared<Frame>(frame);
       assign_targets(s, inner, items[static_cast<size_t>(i)]);
       Value loop = Value::make_namespace();
@@ -312,6 +342,7 @@ class Interpreter {
   }
 
   Value eval(const Expr& e, const FramePtr& frame) {
+    const Step step(*this);
     line_ = e.line;
     switch (e.kind) {
       case ExprKind::kLiteral:
@@ -422,6 +453,8 @@ class Interpreter {
   std::vector<FramePtr> pinned_;
   int line_ = 1;
   int call_depth_ = 0;
+  int nesting_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

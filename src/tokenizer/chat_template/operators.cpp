@@ -69,6 +69,11 @@ double float_floor_div(double a, double b) {
 }
 
 Value repeat(const Value& seq, int64_t n) {
+  const size_t unit = seq.is_string() ? seq.as_string().size() : seq.items().size();
+  if (n > 0 && unit > 0)
+    check_text_size(unit > kMaxTextBytes / static_cast<uint64_t>(n)
+                        ? kMaxTextBytes + 1
+                        : unit * static_cast<size_t>(n));
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -271,6 +276,8 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
       int64_t len = static_cast<int64_t>(code_point_count(s));
       if (width <= len) return Value::string(s);
       int64_t pad = width - len;
+      check_text_size(static_cast<size_t>(std::min<int64_t>(pad, kMaxTextBytes + 1)) *
+                      std::max<size_t>(fill.size(), 1));
       auto fills = [&](int64_t k) {
         std::string out;
         for (int64_t i = 0; i < k; ++i) out += fill;
@@ -401,7 +408,12 @@ std::vector<std::optional<Value>> bind_args(const CallArgs& args,
 }
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value::string(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string text = to_str(a);
+    const std::string right = to_str(b);
+    check_text_size(text.size() + right.size());
+    return Value::string(text + right);
+  }
   if (a.is_undefined()) a.fail_undefined();
   if (b.is_undefined()) b.fail_undefined();
   bool numbers = a.is_number() && b.is_number();
@@ -411,8 +423,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       if (any_float) return Value::number(a.as_double() + b.as_double());
       return Value::integer(checked_add(a.as_int(), b.as_int()));
     }
-    if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_text_size(a.as_string().size() + b.as_string().size());
+      return Value::string(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      check_text_size(a.items().size() + b.items().size());
       std::vector<Value> out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));

@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template/parser.h"
 
+#include <algorithm>
 #include <set>
 
 #include "tokenizer/chat_template/builtins.h"
@@ -10,19 +11,75 @@ namespace gemmaserve::jinja {
 
 namespace {
 
-bool expr_references(const Expr* e, const std::string& name) {
-  if (!e) return false;
-  if (e->kind == ExprKind::kName && e->name == name) return true;
-  for (const ExprPtr& a : e->args) {
-    if (expr_references(a.get(), name)) return true;
-  }
-  for (const auto& kw : e->kwargs) {
-    if (expr_references(kw.second.get(), name)) return true;
+bool expr_references(const Expr* root, const std::string& name) {
+  // An explicit stack: expressions may be long chains (see Expr::~Expr).
+  std::vector<const Expr*> pending{root};
+  while (!pending.empty()) {
+    const Expr* e = pending.back();
+    pending.pop_back();
+    if (!e) continue;
+    if (e->kind == ExprKind::kName && e->name == name) return true;
+    for (const ExprPtr& a : e->args) pending.push_back(a.get());
+    for (const auto& kw : e->kwargs) pending.push_back(kw.second.get());
   }
   return false;
 }
 
+// Refuses expressions deeper than the interpreter's recursion may go.
+void check_expr_depth(const Expr* e) {
+  if (e && expr_depth(*e) > kMaxExprDepth) {
+    throw TemplateError(
+        "expression nested deeper than " + std::to_string(kMaxExprDepth) + " levels", e->line);
+  }
+}
+
+void check_body_depth(const Body& body) {
+  for (const StmtPtr& s : body) {
+    check_expr_depth(s->expr.get());
+    check_expr_depth(s->cond.get());
+    for (const ExprPtr& e : s->conds) check_expr_depth(e.get());
+    for (const ExprPtr& e : s->values) check_expr_depth(e.get());
+    for (const Param& p : s->params) check_expr_depth(p.default_value.get());
+    for (const Body& b : s->bodies) check_body_depth(b);  // statement nesting is bounded
+  }
+}
+
 }  // namespace
+
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  auto take_children = [&pending](Expr& e) {
+    for (ExprPtr& a : e.args) {
+      if (a) pending.push_back(std::move(a));
+    }
+    for (auto& kw : e.kwargs) {
+      if (kw.second) pending.push_back(std::move(kw.second));
+    }
+  };
+  take_children(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    take_children(*e);
+  }  // each node is destroyed childless here
+}
+
+int expr_depth(const Expr& root) {
+  int deepest = 0;
+  std::vector<std::pair<const Expr*, int>> pending{{&root, 1}};
+  while (!pending.empty()) {
+    const auto [e, depth] = pending.back();
+    pending.pop_back();
+    deepest = std::max(deepest, depth);
+    for (const ExprPtr& a : e->args) {
+      if (a) pending.emplace_back(a.get(), depth + 1);
+    }
+    for (const auto& kw : e->kwargs) {
+      if (kw.second) pending.emplace_back(kw.second.get(), depth + 1);
+    }
+  }
+  return deepest;
+}
 
 // Jinja gives a macro `varargs`/`kwargs` only when its body names them.
 bool references_name(const Body& body, const std::string& name) {
@@ -100,6 +157,7 @@ void Parser::fail_unknown_tag(const std::string* name, int line) const {
 
 // Parses until one of `ends` (a tag name) opens a block; leaves the stream on that name.
 Body Parser::subparse(const std::vector<std::string>& ends) {
+  const NestingGuard guard(*this);
   Body body;
   if (!ends.empty()) end_stack_.push_back(ends);
   while (true) {
@@ -387,6 +445,10 @@ StmtPtr Parser::parse_print(int line) {
   return s;
 }
 
-Body parse_template(std::string_view source) { return Parser(tokenize(source)).parse(); }
+Body parse_template(std::string_view source) {
+  Body body = Parser(tokenize(source)).parse();
+  check_body_depth(body);
+  return body;
+}
 
 }  // namespace gemmaserve::jinja

@@ -58,7 +58,11 @@ ExprPtr Parser::parse_condexpr() {
   while (skip_name("if")) {
     auto e = make(ExprKind::kCondition, line);
     ExprPtr test = parse_or();
-    ExprPtr otherwise = skip_name("else") ? parse_condexpr() : nullptr;
+    ExprPtr otherwise;
+    if (skip_name("else")) {
+      const NestingGuard guard(*this);  // `a if b else c if d else ...` recurses here
+      otherwise = parse_condexpr();
+    }
     e->args.push_back(std::move(test));
     e->args.push_back(std::move(expr1));
     e->args.push_back(std::move(otherwise));
@@ -93,6 +97,7 @@ ExprPtr Parser::parse_and() {
 
 ExprPtr Parser::parse_not() {
   if (is_name("not")) {
+    const NestingGuard guard(*this);
     int line = next().line;
     auto e = make(ExprKind::kUnary, line);
     e->name = "not";
@@ -176,6 +181,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  const NestingGuard guard(*this);
   int line = cur().line;
   ExprPtr node;
   if (is_op("-") || is_op("+")) {

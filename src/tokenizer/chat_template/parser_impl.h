@@ -12,6 +12,11 @@ namespace gemmaserve::jinja {
 std::string describe(const Token& t);
 bool references_name(const Body& body, const std::string& name);
 
+// Deeper templates are refused: parsing, evaluating and freeing them recurse (Jinja itself stops
+// at Python's recursion limit).
+inline constexpr int kMaxTemplateNesting = 128;
+inline constexpr int kMaxExprDepth = 128;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : tokens_(std::move(tokens)) {}
@@ -120,8 +125,26 @@ class Parser {
   ExprPtr parse_filter(ExprPtr node);
   ExprPtr parse_test(ExprPtr node);
 
+  // Counts the parser's own recursion (blocks in blocks, parentheses, `not not`, `- -`).
+  class NestingGuard {
+   public:
+    explicit NestingGuard(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxTemplateNesting) {
+        p_.fail("the template nests deeper than " + std::to_string(kMaxTemplateNesting) +
+                " levels");
+      }
+    }
+    ~NestingGuard() { --p_.nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
   std::vector<std::vector<std::string>> end_stack_;
   std::vector<std::string> tag_stack_;
 };

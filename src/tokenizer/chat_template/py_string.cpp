@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/utf8.h"
+#include "tokenizer/chat_template/value.h"
 
 namespace gemmaserve::jinja {
 
@@ -255,6 +256,7 @@ std::string py_replace(std::string_view s, std::string_view old_text, std::strin
       if (count < 0 || done < count) {
         out += new_text;
         ++done;
+        check_text_size(out.size());
       }
       if (i < t.size()) out += encode_utf8(std::u32string_view(t).substr(i, 1));
     }
@@ -267,6 +269,7 @@ std::string py_replace(std::string_view s, std::string_view old_text, std::strin
     if (found == std::string_view::npos) break;
     out += s.substr(start, found - start);
     out += new_text;
+    check_text_size(out.size());
     start = found + old_text.size();
     ++done;
   }

@@ -10,6 +10,15 @@
 
 namespace gemmaserve::jinja {
 
+size_t DictObject::size() const { return items_.size(); }
+
+void check_text_size(size_t bytes) {
+  if (bytes > kMaxTextBytes) {
+    throw TemplateError("a string or list in the template would exceed " +
+                        std::to_string(kMaxTextBytes) + " bytes");
+  }
+}
+
 const Value* DictObject::find(const std::string& key) const {
   auto it = index_.find(key);
   return it == index_.end() ? nullptr : &items_[it->second].second;
@@ -427,6 +436,7 @@ void dump_json(std::string& out, const Value& v, const JsonOptions& o, int depth
     if (!o.indent) return;
     out += '\n';
     for (int i = 0; i < level; ++i) out += *o.indent;
+    check_text_size(out.size());
   };
   switch (v.kind()) {
     case Value::Kind::kNone:

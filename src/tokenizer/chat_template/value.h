@@ -27,6 +27,15 @@ class TemplateError : public std::runtime_error {
   int line_;
 };
 
+// Bounds on one rendering: templates are request input (the chat_template field), so a loop
+// without end or a string that doubles forever ends in an error, not a hang or an exhausted memory.
+inline constexpr int64_t kMaxRenderSteps = 2'000'000;
+inline constexpr size_t kMaxTextBytes = size_t{64} << 20;
+
+// Throws TemplateError when a string of `bytes` (or a list of that many items) is over
+// kMaxTextBytes; call it before building the value where the size is known in advance.
+void check_text_size(size_t bytes);
+
 class Value;
 
 struct ListObject {
@@ -40,7 +49,7 @@ class DictObject {
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined where Value is complete (clang instantiates eagerly)
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
