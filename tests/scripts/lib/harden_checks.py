@@ -88,7 +88,7 @@ def wait_idle(base_url, timeout):
 
 def wait_aborted(base_url, before):
     """The engine delivers an abort's final callback (counted there) just after the blocks go."""
-    wait_for("the request to be counted aborted", lambda: aborted(metrics(base_url)) > before, 5)
+    wait_for("the request to be counted aborted", lambda: aborted(metrics(base_url)) > before, 20)
 
 
 def wait_running(base_url, count, timeout=30):
@@ -265,7 +265,8 @@ def slow_sender(args):
                 break
         s.close()
         expect(cut is not None, f"slow {name}: the server never cut the connection")
-        expect(cut < args.http_timeout + 1.5,
+        # The margin covers a loaded 2-core CI machine (the whole suite runs at -j2 beside it).
+        expect(cut < args.http_timeout + 4,
                f"slow {name}: cut after {cut:.1f} s, beyond --http-timeout {args.http_timeout}")
         results.append(f"{name} cut after {cut:.2f} s")
     status, _, _ = http(args.base_url, "GET", "/health")
