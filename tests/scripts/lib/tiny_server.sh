@@ -20,6 +20,9 @@ make_tiny_model() {
 start_tiny_server() {
   local model="$1" log="$TMP/server.log" port=""
   shift
+  # The log exists before the first poll: the background job opens it only when it gets to run,
+  # and sed on a missing file would end the test (set -e) before the server ever started.
+  : >"$log"
   # shellcheck disable=SC2086
   ${SERVER_E2E_LAUNCHER:-} "$BIN" serve "$model" --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
   SERVER_PID=$!
