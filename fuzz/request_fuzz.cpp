@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-#include "engine/engine.h"
+#include "engine/data_parallel/engine_replicas.h"
 #include "fuzz_support.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -20,7 +20,7 @@ namespace {
 
 // The demo model served as `serve models/gemma4-demo` would serve it, without the network.
 struct DemoServer {
-  DemoServer() : engine(engine_args()), metrics("demo"), ctx(engine, options(), metrics) {
+  DemoServer() : engines(engine_args()), metrics("demo"), ctx(engines, options(), metrics) {
     ctx.gemma4 = true;
     if (auto t = load_chat_template(model_dir()))
       ctx.chat_template = ChatTemplate::parse(*t, "demo");
@@ -41,7 +41,7 @@ struct DemoServer {
     return opts;
   }
   ServerOptions opts;
-  Engine engine;
+  EngineReplicas engines;  // one replica, as serve runs without --data-parallel-size
   ServerMetrics metrics;
   ServingContext ctx;
 };
