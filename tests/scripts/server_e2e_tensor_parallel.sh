@@ -6,6 +6,8 @@
 # CI share small; SERVER_E2E_SUBSET=0 runs the whole suite both ways.
 # Usage: server_e2e_tensor_parallel.sh BINARY REPO_ROOT
 set -euo pipefail
+# shellcheck source=lib/mpi_ranks.sh
+source "$(dirname "$0")/lib/mpi_ranks.sh"  # LeakSanitizer off in the ranks
 # shellcheck source=lib/skip.sh
 source "$(dirname "$0")/lib/skip.sh"
 command -v mpirun >/dev/null || skip "mpirun is not installed (run scripts/setup)"

@@ -2,6 +2,8 @@
 # A tensor-parallel size the checkpoint cannot split (4 heads over 3 ranks) fails with its error
 # printed once, by rank 0, not once per rank. Usage: tensor_parallel_bad_size.sh BINARY REPO_ROOT
 set -euo pipefail
+# shellcheck source=lib/mpi_ranks.sh
+source "$(dirname "$0")/lib/mpi_ranks.sh"  # LeakSanitizer off in the ranks
 
 BIN="$1"
 ROOT="$2"

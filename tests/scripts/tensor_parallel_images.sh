@@ -3,6 +3,8 @@
 # the other ranks in each step's plan, so a greedy image prompt with --tensor-parallel-size 2
 # gives the same tokens as one process. Usage: tensor_parallel_images.sh BINARY REPO_ROOT
 set -euo pipefail
+# shellcheck source=lib/mpi_ranks.sh
+source "$(dirname "$0")/lib/mpi_ranks.sh"  # LeakSanitizer off in the ranks
 
 BIN="$1"
 ROOT="$2"

@@ -4,6 +4,8 @@
 # server ends within seconds with an error naming the rank (never a hang).
 # Usage: tensor_parallel_server.sh BINARY REPO_ROOT
 set -euo pipefail
+# shellcheck source=lib/mpi_ranks.sh
+source "$(dirname "$0")/lib/mpi_ranks.sh"  # LeakSanitizer off in the ranks
 
 BIN="$1"
 ROOT="$2"
