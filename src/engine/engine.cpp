@@ -220,6 +220,7 @@ Engine::Engine(const EngineArgs& args)
   log_matmul_precision(model_options.matmul_precision, weights);
   model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
   speculative_ = make_speculative_decoding(args_, model_->config(), model_->vocab_size());
+  if (speculative_) speculative_->proposer().bind_target(*model_, *cache_, pool_);
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -552,9 +553,10 @@ void Engine::run_loop() {
       attach_images(&plan);
       sampled.clear();
       if (!plan.inputs.empty()) {
+        forward.return_hidden = speculative_ && speculative_->proposer().wants_hidden_states();
         model_->forward(plan.inputs, *cache_, &forward);
         sample_step(plan, forward, &sampled);
-        propose_drafts(plan, &sampled);
+        propose_drafts(plan, forward, &sampled);
       }
     } catch (const std::exception& e) {
       lock.lock();
@@ -676,8 +678,9 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
     if (!item.samples) continue;
     Sampled s;
     s.item = i;
+    s.row = last_row - item.num_drafts;
     out->push_back(std::move(s));
-    rows.push_back(last_row - item.num_drafts);
+    rows.push_back(s.row);
   }
   // Each sequence draws from its own generator, so sequences can be sampled on any thread; a
   // full-vocabulary pass per sequence is the largest per-step cost outside the model.

@@ -213,7 +213,8 @@ class Engine {
   void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
   // Speculative decoding: drafts for every sequence the step sampled and that goes on
   // (engine_speculative.cpp). Engine thread, outside the lock.
-  void propose_drafts(const StepPlan& plan, std::vector<Sampled>* sampled);
+  void propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
+                      std::vector<Sampled>* sampled);
   // One sample's tokens: verified drafts (when the item has them) or one draw. Any thread.
   void sample_item(const StepPlan& plan, std::span<const float> rows, Sampled* s);
   // Applies a step's samples to the scheduler and the outputs. Under mutex_.

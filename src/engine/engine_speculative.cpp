@@ -30,7 +30,8 @@ void Engine::sample_item(const StepPlan& plan, std::span<const float> rows, Samp
   }
 }
 
-void Engine::propose_drafts(const StepPlan& plan, std::vector<Sampled>* sampled) {
+void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
+                            std::vector<Sampled>* sampled) {
   if (!speculative_) return;
   std::vector<std::string> ended;
   {
@@ -61,6 +62,15 @@ void Engine::propose_drafts(const StepPlan& plan, std::vector<Sampled>* sampled)
     requests[i].sequence_id = plan.items[targets[i]->item].seq->scheduler_id;
     requests[i].tokens = histories[i];
     requests[i].max_drafts = speculative_->num_speculative_tokens();
+    const StepPlan::Item& item = plan.items[targets[i]->item];
+    for (int t = 0; t < kNumAttentionTypes; ++t) requests[i].block_tables[t] = item.tables[t];
+    if (!forward.hidden.empty()) {
+      // The rows of the sampled positions up to the one that produced the newest token.
+      const size_t width = forward.hidden.size() / static_cast<size_t>(forward.rows);
+      requests[i].target_hidden =
+          std::span<const float>(forward.hidden)
+              .subspan(targets[i]->row * width, targets[i]->tokens.size() * width);
+    }
   }
   std::vector<std::vector<int32_t>> drafts = proposer.propose(requests);
   for (size_t i = 0; i < targets.size() && i < drafts.size(); ++i) {

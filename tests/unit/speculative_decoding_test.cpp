@@ -502,12 +502,12 @@ TEST_P(SpeculativeEngine, SampledRequestsFinish) {
   }
 }
 
-TEST(SpeculativeEngineErrors, MtpIsNotYetSupported) {
+TEST(SpeculativeEngineErrors, MtpNeedsAnAssistantCheckpoint) {
   EngineArgs args = tiny_args("dense");
   args.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
   EXPECT_EQ(testing::input_error_of([&] { make_engine(args); }),
-            "--speculative-config: method 'mtp' (the Gemma 4 assistant drafter) is not yet "
-            "supported");
+            "--speculative-config: method 'mtp' needs 'model' (a gemma4_assistant checkpoint "
+            "folder: Gemma 4 targets have no MTP layers of their own)");
 }
 
 INSTANTIATE_TEST_SUITE_P(GoldenModels, SpeculativeEngine,

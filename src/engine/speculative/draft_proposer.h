@@ -5,12 +5,20 @@
 // sequence on finished().
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "model/config.h"
+
 namespace gemmaserve {
+
+class Gemma4Model;
+class KvCache;
+class ThreadPool;
 
 struct DraftRequest {
   std::string sequence_id;          // stable for the sequence's life
@@ -20,6 +28,9 @@ struct DraftRequest {
   // step verified, oldest first: what an MTP drafter conditions on. Empty unless the proposer
   // asked for them (wants_hidden_states) and the step had them.
   std::span<const float> target_hidden;
+  // The sequence's block tables in the target's KV cache, covering every position before the
+  // newest token (an MTP drafter attends over the target's own K/V).
+  std::array<std::span<const int32_t>, kNumAttentionTypes> block_tables;
 };
 
 class DraftProposer {
@@ -31,6 +42,13 @@ class DraftProposer {
   virtual void finished(const std::string& sequence_id) { (void)sequence_id; }
   // Whether propose() needs DraftRequest::target_hidden (MTP).
   virtual bool wants_hidden_states() const { return false; }
+  // Called once the target is loaded and its KV cache exists (both outlive the proposer).
+  virtual void bind_target(const Gemma4Model& target, const KvCache& cache,
+                           std::shared_ptr<ThreadPool> pool) {
+    (void)target;
+    (void)cache;
+    (void)pool;
+  }
 };
 
 }  // namespace gemmaserve

@@ -2,11 +2,27 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/speculative/mtp_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "gemmaserve/llm.h"
+#include "io/json_file.h"
+#include "kernels/cpu/quant.h"
 #include "model/config.h"
+#include "model/gemma4_assistant_config.h"
 
 namespace gemmaserve {
+namespace {
+
+// A checkpoint folder's config.json (InputError naming it when absent or malformed).
+nlohmann::json load_json_config(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
+  if (!std::filesystem::exists(path)) {
+    throw InputError("--speculative-config: " + path.string() + " is missing");
+  }
+  return read_json_file(path);
+}
+
+}  // namespace
 
 SpeculativeDecoding::SpeculativeDecoding(SpeculativeConfig config,
                                          std::unique_ptr<DraftProposer> proposer)
@@ -38,6 +54,11 @@ std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs&
   (void)vocab_size;
   std::optional<SpeculativeConfig> config = parse_speculative_config(args.speculative_config);
   if (!config) return nullptr;
+  // {"model": DIR} alone names a draft model; an assistant checkpoint there means MTP.
+  if (config->method == "draft_model" && !config->model.empty() &&
+      is_assistant_config(load_json_config(config->model))) {
+    config->method = "mtp";
+  }
   std::unique_ptr<DraftProposer> proposer;
   if (config->method == "ngram") {
     proposer =
@@ -46,9 +67,23 @@ std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs&
                 << " tokens, n-grams of " << config->prompt_lookup_min << ".."
                 << config->prompt_lookup_max;
   } else if (config->method == "mtp") {
-    throw InputError(
-        "--speculative-config: method 'mtp' (the Gemma 4 assistant drafter) is not yet "
-        "supported");
+    if (config->model.empty()) {
+      throw InputError(
+          "--speculative-config: method 'mtp' needs 'model' (a gemma4_assistant checkpoint "
+          "folder: Gemma 4 targets have no MTP layers of their own)");
+    }
+    if (!is_assistant_config(load_json_config(config->model))) {
+      throw InputError("--speculative-config: method 'mtp' needs a gemma4_assistant checkpoint; " +
+                       config->model + " is not one");
+    }
+    std::optional<DType> quantization;
+    if (!config->quantization.empty()) {
+      quantization =
+          cpu::parse_quantization_type(config->quantization, "--speculative-config 'quantization'");
+    }
+    proposer = std::make_unique<MtpProposer>(config->model, target, quantization);
+    GS_LOG_INFO << "speculative decoding: Gemma 4 MTP assistant " << config->model << ", "
+                << config->num_speculative_tokens << " tokens";
   } else {
     throw InputError("--speculative-config: method 'draft_model' is not yet supported");
   }

@@ -49,7 +49,8 @@ class SpeculativeDecoding {
 
 // The engine's speculative decoding from --speculative-config (nullptr when empty). Checks the
 // draft against the target (`target`: its config; `vocab_size`: its vocabulary) and loads it.
-// InputError for a bad config, a draft whose vocabulary differs, and method "mtp" (not yet).
+// InputError for a bad config, a draft whose vocabulary differs or that does not pair with the
+// target. An MTP proposer still needs DraftProposer::bind_target once the target is loaded.
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
                                                                const ModelConfig& target,
                                                                int vocab_size);
