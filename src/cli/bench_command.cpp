@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -37,6 +39,7 @@ constexpr const char* kUsage =
     "       gemmaserve bench latency MODEL [--input-len N (32)] [--output-len N (128)]\n"
     "                               [--batch-size N (8)] [--num-iters|--repeat N (30)]\n"
     "                               [--num-iters-warmup N (10)] [--membw-size-mib M (1024)]\n"
+    "                               [--temperature T (1)] [--prompt-file PATH]\n"
     "                               [--json] [--output-json PATH] [engine options]\n"
     "       gemmaserve bench membw [--threads N] [--size-mib M (1024)] [--json]\n"
     "       gemmaserve bench peak [--threads N] [--json]\n"
@@ -49,7 +52,10 @@ constexpr const char* kUsage =
     "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"
     "(max_tokens 1): pp tokens/s = prompt tokens / prefill time, tg tokens/s = generated tokens\n"
     "after the first / (full time - prefill time), medians; the roofline is the measured read\n"
-    "bandwidth / weight bytes per step (weights are read once per step for the whole batch).\n";
+    "bandwidth / weight bytes per step (weights are read once per step for the whole batch).\n"
+    "latency --prompt-file: every prompt is that text (e.g. code to edit, for ngram speculation;\n"
+    "add --no-enable-prefix-caching); with --speculative-config the draft acceptance of the\n"
+    "timed runs is reported too.\n";
 
 std::vector<Prompt> random_prompts(std::mt19937_64& rng, int count, int len, int vocab) {
   std::uniform_int_distribution<int32_t> token(0, vocab - 1);
@@ -154,14 +160,33 @@ struct TensorParallelTraffic {
   double seconds_per_step() const { return per_step(seconds); }
 };
 
+// Draft acceptance over the timed full runs (vLLM's acceptance rate and mean acceptance length,
+// the latter counting the target's own token after the accepted drafts).
+struct SpeculativeCounts {
+  uint64_t drafts = 0, tokens = 0, accepted = 0;
+  void add(const EngineStats& before, const EngineStats& after) {
+    drafts += after.spec_decode_num_drafts - before.spec_decode_num_drafts;
+    tokens += after.spec_decode_num_draft_tokens - before.spec_decode_num_draft_tokens;
+    accepted += after.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens;
+  }
+  double acceptance_rate() const {
+    return tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(tokens) : 0.0;
+  }
+  double mean_acceptance_length() const {
+    return drafts > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts) : 1.0;
+  }
+};
+
 int run_latency(const ArgParser& p, const EngineArgs& ea) {
-  const int input_len = p.get_positive_int("--input-len", 32);
+  int input_len = p.get_positive_int("--input-len", 32);  // a --prompt-file's length
   const int output_len = p.get_positive_int("--output-len", 128);
   const int batch_size = p.get_positive_int("--batch-size", 8);
   const int num_iters = p.get_positive_int("--num-iters", 30);
   const int warmup = p.get_non_negative_int("--num-iters-warmup", 10);
   const int n = p.get_positive_int("--n", 1);
   const int membw_mib = p.get_positive_int("--membw-size-mib", 1024);
+  const double temperature = p.get_double("--temperature", 1.0);
+  if (!(temperature >= 0)) throw InputError("--temperature must be >= 0");
   // Weight bytes from a second mapping of the checkpoint (shares the page cache).
   double pp_flops = 0;
   uint64_t bytes_per_step = 0;
@@ -179,29 +204,43 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   ReadBandwidthProbe probe(static_cast<size_t>(membw_mib) << 20, threads);
   LLM llm(ea);
   std::mt19937_64 rng(ea.seed);
-  const SamplingParams sp = bench_params(output_len, n);
-  const SamplingParams prefill_only = bench_params(1, n);
-  // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
-  for (int i = 0; i < warmup; ++i) {
-    llm.generate(random_prompts(rng, batch_size, input_len, llm.vocab_size()), sp);
+  SamplingParams sp = bench_params(output_len, n);
+  SamplingParams prefill_only = bench_params(1, n);
+  sp.temperature = prefill_only.temperature = temperature;
+  std::optional<std::vector<int32_t>> file_prompt;
+  if (auto path = p.get("--prompt-file")) {
+    std::ifstream in(*path);
+    if (!in) throw InputError("--prompt-file: cannot read " + *path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    file_prompt = llm.engine().encode_prompt(text);
+    std::printf("Prompt: %zu tokens from %s\n", file_prompt->size(), path->c_str());
+    input_len = static_cast<int>(file_prompt->size());  // the prefill FLOPs stay --input-len's
   }
+  // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
+  const auto batch = [&] {
+    if (!file_prompt) return random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    return std::vector<Prompt>(static_cast<size_t>(batch_size), Prompt::from_ids(*file_prompt));
+  };
+  for (int i = 0; i < warmup; ++i) llm.generate(batch(), sp);
+  SpeculativeCounts speculation;
   std::vector<double> latencies, prefill_times, decode_times;
   std::vector<double> bandwidths{probe.measure(3)};
   // Tensor parallelism: what rank 0's collectives sent over the decode steps (a full run's
   // minus its prefill-only twin's).
   TensorParallelTraffic decode_traffic;
   for (int i = 0; i < num_iters; ++i) {
-    const std::vector<Prompt> first = random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    const std::vector<Prompt> first = batch();
     const EngineStats s0 = llm.engine().stats();
     Clock::time_point start = Clock::now();
     llm.generate(first, prefill_only);
     const double prefill = seconds_since(start);
-    const std::vector<Prompt> prompts =
-        random_prompts(rng, batch_size, input_len, llm.vocab_size());
+    const std::vector<Prompt> prompts = batch();
     const EngineStats s1 = llm.engine().stats();
     start = Clock::now();
     llm.generate(prompts, sp);
-    decode_traffic.add(s0, s1, llm.engine().stats(), output_len - 1);
+    const EngineStats s2 = llm.engine().stats();
+    decode_traffic.add(s0, s1, s2, output_len - 1);
+    speculation.add(s1, s2);
     latencies.push_back(seconds_since(start));
     prefill_times.push_back(prefill);
     decode_times.push_back(std::max(latencies.back() - prefill, 1e-9));
@@ -265,8 +304,18 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
         ea.tensor_parallel_size, decode_traffic.bytes_per_step() / 1024.0,
         decode_traffic.calls_per_step(), decode_traffic.seconds_per_step() * 1e3);
   }
+  if (!ea.speculative_config.empty()) {
+    std::printf(
+        "Speculative decoding: %.1f%% of %llu drafted tokens accepted, mean acceptance length "
+        "%.2f (%llu drafts)\n",
+        100.0 * speculation.acceptance_rate(), static_cast<unsigned long long>(speculation.tokens),
+        speculation.mean_acceptance_length(), static_cast<unsigned long long>(speculation.drafts));
+  }
   std::fflush(stdout);
   emit_json(p, {{"tensor_parallel_size", ea.tensor_parallel_size},
+                {"spec_decode_acceptance_rate", speculation.acceptance_rate()},
+                {"spec_decode_mean_acceptance_length", speculation.mean_acceptance_length()},
+                {"spec_decode_num_draft_tokens", speculation.tokens},
                 {"tp_bytes_per_decode_step", decode_traffic.bytes_per_step()},
                 {"tp_collectives_per_decode_step", decode_traffic.calls_per_step()},
                 {"tp_seconds_per_decode_step", decode_traffic.seconds_per_step()},
@@ -320,7 +369,7 @@ int run_bench_command(const std::vector<std::string>& args) {
   add_engine_flags(p);
   p.value("--model").value("--input-len").value("--output-len").value("--num-prompts");
   p.value("--batch-size").value("--num-iters", {"--repeat"}).value("--num-iters-warmup");
-  p.value("--n").value("--membw-size-mib");
+  p.value("--n").value("--membw-size-mib").value("--temperature").value("--prompt-file");
   p.value("--output-json").flag("--json").flag("--help", {"-h"});
   p.parse(rest, 1);
   if (p.get_flag("--help")) {

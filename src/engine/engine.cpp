@@ -219,8 +219,15 @@ Engine::Engine(const EngineArgs& args)
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
   model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
-  speculative_ = make_speculative_decoding(args_, model_->config(), model_->vocab_size());
-  if (speculative_) speculative_->proposer().bind_target(*model_, *cache_, pool_);
+  SpeculativeTarget spec_target;
+  spec_target.vocab_size = model_->vocab_size();
+  spec_target.max_model_len = max_model_len_;
+  spec_target.kv_tokens = plan_.num_tokens;
+  spec_target.kv_dtype = kv_dtype;
+  spec_target.pool = pool_;
+  spec_target.weights = &model_->weights();
+  spec_target.cache = cache_.get();
+  speculative_ = make_speculative_decoding(args_, spec_target);
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -678,9 +685,8 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
     if (!item.samples) continue;
     Sampled s;
     s.item = i;
-    s.row = last_row - item.num_drafts;
     out->push_back(std::move(s));
-    rows.push_back(s.row);
+    rows.push_back(last_row - item.num_drafts);
   }
   // Each sequence draws from its own generator, so sequences can be sampled on any thread; a
   // full-vocabulary pass per sequence is the largest per-step cost outside the model.
@@ -706,6 +712,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   for (size_t k = 0; k < out->size(); ++k) {
     if (errors[k]) std::rethrow_exception(errors[k]);
     Sampled& s = (*out)[k];
+    s.row = rows[k];
     StopChecker& stop = *plan.items[s.item].seq->stop;
     for (size_t j = 0; j < s.tokens.size(); ++j) {
       StopUpdate u = stop.append(s.tokens[j]);

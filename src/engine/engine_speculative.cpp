@@ -62,15 +62,14 @@ void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
     requests[i].sequence_id = plan.items[targets[i]->item].seq->scheduler_id;
     requests[i].tokens = histories[i];
     requests[i].max_drafts = speculative_->num_speculative_tokens();
+    if (forward.hidden.empty()) continue;
+    // MTP: the hidden row of the position before the newest token (the one predicting it).
     const StepPlan::Item& item = plan.items[targets[i]->item];
-    for (int t = 0; t < kNumAttentionTypes; ++t) requests[i].block_tables[t] = item.tables[t];
-    if (!forward.hidden.empty()) {
-      // The rows of the sampled positions up to the one that produced the newest token.
-      const size_t width = forward.hidden.size() / static_cast<size_t>(forward.rows);
-      requests[i].target_hidden =
-          std::span<const float>(forward.hidden)
-              .subspan(targets[i]->row * width, targets[i]->tokens.size() * width);
-    }
+    const size_t width = forward.hidden.size() / static_cast<size_t>(forward.rows);
+    const size_t row = targets[i]->row + targets[i]->tokens.size() - 1;
+    requests[i].target_hidden = std::span<const float>(forward.hidden).subspan(row * width, width);
+    for (int t = 0; t < kNumAttentionTypes; ++t)
+      requests[i].target_block_tables[t] = item.tables[t];
   }
   std::vector<std::vector<int32_t>> drafts = proposer.propose(requests);
   for (size_t i = 0; i < targets.size() && i < drafts.size(); ++i) {

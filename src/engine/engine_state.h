@@ -101,7 +101,7 @@ struct Engine::StepPlan {
 // decoding the accepted drafts and the token after them (cut where a stop ended the sequence).
 struct Engine::Sampled {
   size_t item = 0;
-  size_t row = 0;  // the forward's output row of the item's first sampled position
+  size_t row = 0;  // the forward's row (logits, hidden) predicting tokens[0]
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;  // one per token when the request wants logprobs
   int num_accepted = 0;                 // drafts accepted (before any stop cut)

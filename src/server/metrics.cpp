@@ -103,6 +103,31 @@ void ServerMetrics::count_finished(const std::string& reason) {
   ++finished_[reason];
 }
 
+namespace {
+
+// vLLM's SpecDecodingProm counters, present only with --speculative-config.
+void render_spec_decode(std::string& out, const std::string& l, const EngineStats& st) {
+  header(out, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.");
+  sample(out, "vllm:spec_decode_num_drafts_total", l,
+         static_cast<double>(st.spec_decode_num_drafts));
+  header(out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.");
+  sample(out, "vllm:spec_decode_num_draft_tokens_total", l,
+         static_cast<double>(st.spec_decode_num_draft_tokens));
+  header(out, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+         "Number of accepted tokens.");
+  sample(out, "vllm:spec_decode_num_accepted_tokens_total", l,
+         static_cast<double>(st.spec_decode_num_accepted_tokens));
+  header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Accepted tokens per draft position.");
+  for (size_t pos = 0; pos < st.spec_decode_num_accepted_tokens_per_pos.size(); ++pos) {
+    sample(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+           l + ",position=\"" + std::to_string(pos) + "\"",
+           static_cast<double>(st.spec_decode_num_accepted_tokens_per_pos[pos]));
+  }
+}
+
+}  // namespace
+
 std::string ServerMetrics::render(const EngineStats& st) const {
   std::string out;
   const std::string& l = labels_;
@@ -160,6 +185,7 @@ std::string ServerMetrics::render(const EngineStats& st) const {
            "Number of generation tokens processed.");
     generation_tokens_.render(out, "vllm:request_generation_tokens", l);
   }
+  if (!st.spec_decode_num_accepted_tokens_per_pos.empty()) render_spec_decode(out, l, st);
   static const char* kTypeNames[kNumAttentionTypes] = {"sliding", "full"};
   header(
       out, "gemmaserve:kv_blocks_in_use", "gauge",

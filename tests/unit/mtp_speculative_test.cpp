@@ -188,8 +188,8 @@ TEST(MtpEngineErrors, PairingIsCheckedAtStart) {
   args.speculative_config = R"({"method": "mtp", "model": ")" + golden_model("dense").string() +
                             R"(", "num_speculative_tokens": 2})";
   EXPECT_EQ(testing::input_error_of([&] { make_engine(args); }),
-            "--speculative-config: method 'mtp' needs a gemma4_assistant checkpoint; " +
-                golden_model("dense").string() + " is not one");
+            (golden_model("dense") / "config.json").string() +
+                ": field 'model_type' is 'gemma4', expected 'gemma4_assistant'");
 }
 
 }  // namespace

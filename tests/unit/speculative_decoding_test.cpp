@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
@@ -23,6 +25,9 @@
 #include "engine/structured/compiled_grammar.h"
 #include "engine/structured/grammar_matcher.h"
 #include "engine_test_support.h"
+#include "io/safetensors.h"
+#include "model/test_model_presets.h"
+#include "server/metrics.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -389,6 +394,27 @@ TEST(SpeculativeScheduler, DraftsCappedByMaxTokensAndModelLength) {
   EXPECT_EQ(out.scheduled[0].draft_tokens.size(), 4u);
 }
 
+TEST(SpeculativeMetrics, VllmCountersWithPositions) {
+  EngineStats st;
+  ServerMetrics plain("m");
+  EXPECT_EQ(plain.render(st).find("spec_decode"), std::string::npos);  // off: not shown
+  st.spec_decode_num_drafts = 4;
+  st.spec_decode_num_draft_tokens = 12;
+  st.spec_decode_num_accepted_tokens = 7;
+  st.spec_decode_num_accepted_tokens_per_pos = {4, 2, 1};
+  const std::string text = plain.render(st);
+  const std::string l = R"(engine="0",model_name="m")";
+  for (const std::string& line :
+       {"vllm:spec_decode_num_drafts_total{" + l + "} 4.0",
+        "vllm:spec_decode_num_draft_tokens_total{" + l + "} 12.0",
+        "vllm:spec_decode_num_accepted_tokens_total{" + l + "} 7.0",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + l + R"(,position="0"} 4.0)",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + l + R"(,position="2"} 1.0)",
+        std::string("# TYPE vllm:spec_decode_num_drafts_total counter")}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
+  }
+}
+
 }  // namespace
 
 // ---- The engine -----------------------------------------------------------------------------
@@ -502,12 +528,96 @@ TEST_P(SpeculativeEngine, SampledRequestsFinish) {
   }
 }
 
-TEST(SpeculativeEngineErrors, MtpNeedsAnAssistantCheckpoint) {
+// A draft model: the target itself (every draft accepted: the engine is batch invariant, so
+// the draft's argmax is the target's) and another random model (many rejected).
+TEST_P(SpeculativeEngine, DraftModelGreedyIsBitIdenticalToPlainDecoding) {
+  EngineArgs args = tiny_args(GetParam());
+  const std::vector<EngineRequest> requests = mixed_requests(make_engine(args)->vocab_size());
+  const RunResult plain = run_together(*make_engine(args), requests);
+  const std::string other = std::string(GetParam()) == "keqv" ? "dense" : "keqv";
+  for (const std::string& draft : {std::string(GetParam()), other}) {
+    args.speculative_config =
+        R"({"model": ")" + golden_model(draft).string() + R"(", "num_speculative_tokens": 3})";
+    std::unique_ptr<Engine> engine = make_engine(args);
+    const RunResult spec = run_together(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      expect_same_outputs(
+          plain.outputs[i], spec.outputs[i],
+          std::string(GetParam()) + " draft " + draft + " " + requests[i].request_id);
+    }
+    const EngineStats s = engine->stats();
+    EXPECT_GT(s.spec_decode_num_draft_tokens, 0u);
+    if (draft == GetParam()) {
+      EXPECT_EQ(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens);
+      EXPECT_LT(spec.steps * 2, plain.steps);
+    } else {
+      EXPECT_LT(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens);
+    }
+    for (int t = 0; t < kNumAttentionTypes; ++t) EXPECT_EQ(s.kv_blocks_in_use[t], 0);
+  }
+}
+
+TEST(SpeculativeEngineErrors, MtpNeedsTheDrafterCheckpoint) {
   EngineArgs args = tiny_args("dense");
   args.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
   EXPECT_EQ(testing::input_error_of([&] { make_engine(args); }),
-            "--speculative-config: method 'mtp' needs 'model' (a gemma4_assistant checkpoint "
-            "folder: Gemma 4 targets have no MTP layers of their own)");
+            "--speculative-config: method 'mtp' needs 'model' (the Gemma 4 assistant drafter's "
+            "checkpoint folder)");
+}
+
+void write_test_model(const TestModelSpec& spec, const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<TensorSpec> specs;
+  for (const TestTensor& t : spec.tensors) specs.push_back(t.spec);
+  write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),
+                    [&](size_t i, int64_t first, int64_t count, std::byte* dst) {
+                      fill_test_tensor(spec.tensors[i], 5, first, count, dst);
+                    });
+  std::ofstream(dir / "config.json") << spec.config.dump(2);
+}
+
+// The MTP assistant drafter (random weights) over the target's own KV cache: greedy output
+// bit-identical to plain decoding, drafts both accepted and rejected. The drafter's checkpoint
+// given as `model` is recognised by its model_type.
+TEST(SpeculativeEngineMtp, GreedyIsBitIdenticalToPlainDecoding) {
+  testing::TempDir dir;
+  write_test_model(make_test_model_spec("tiny", DType::kBF16), dir.path() / "target");
+  write_test_model(make_test_assistant_spec("tiny", DType::kF32), dir.path() / "assistant");
+  EngineArgs args;
+  args.model = (dir.path() / "target").string();
+  args.threads = 2;
+  args.max_model_len = 256;
+  args.kv_cache_memory_bytes = int64_t{16} << 20;
+  args.show_progress = false;
+  SamplingParams p;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  p.logprobs = 2;
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r;
+    r.request_id = "m" + std::to_string(i);
+    r.prompt_token_ids = {2};
+    for (int j = 0; j < 5 + 7 * i; ++j) r.prompt_token_ids.push_back(100 + (j * 37 + i) % 50);
+    r.params = p;
+    r.params.max_tokens = 10 + 3 * i;
+    requests.push_back(std::move(r));
+  }
+  const RunResult plain = run_together(*make_engine(args), requests);
+  for (const char* config : {R"({"method": "mtp", "model": "%", "num_speculative_tokens": 3})",
+                             R"({"model": "%", "num_speculative_tokens": 2})"}) {
+    args.speculative_config = config;
+    args.speculative_config.replace(args.speculative_config.find('%'), 1,
+                                    (dir.path() / "assistant").string());
+    std::unique_ptr<Engine> engine = make_engine(args);
+    const RunResult spec = run_together(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      expect_same_outputs(plain.outputs[i], spec.outputs[i], requests[i].request_id);
+    }
+    const EngineStats s = engine->stats();
+    EXPECT_GT(s.spec_decode_num_draft_tokens, 0u) << config;
+    EXPECT_LT(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens) << config;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(GoldenModels, SpeculativeEngine,

@@ -1,11 +1,10 @@
-// Gemma 4's MTP assistant (model/gemma4_assistant.h) as a draft proposer: per sequence, k greedy
-// drafts from the newest token and the target's final hidden state at the position before it,
-// attending over the target's own KV cache. It keeps no per-sequence state.
+// The Gemma 4 MTP assistant drafter (model/gemma4_assistant.h) as a proposer: per sequence it
+// takes the newest token, the target's final-normed hidden row of the position before it and
+// the target's block tables, and drafts k tokens greedily over the target's own KV cache (it
+// has none of its own, so nothing to roll back).
 #pragma once
 
 #include <memory>
-#include <optional>
-#include <string>
 
 #include "engine/speculative/draft_proposer.h"
 #include "model/gemma4_assistant.h"
@@ -14,22 +13,17 @@ namespace gemmaserve {
 
 class MtpProposer final : public DraftProposer {
  public:
-  // Loads the drafter from `dir` (quantized at load to `quantization` when set) and checks it
-  // against the target's config: InputError before the target is bound.
-  MtpProposer(const std::string& dir, const ModelConfig& target, std::optional<DType> quantization);
-  ~MtpProposer() override;
-
-  void bind_target(const Gemma4Model& target, const KvCache& cache,
-                   std::shared_ptr<ThreadPool> pool) override;
-  bool wants_hidden_states() const override { return true; }
-  // Requests without a hidden row (none was computed for them) get no drafts.
+  // `target_cache` must outlive the proposer; the engine writes it only inside its forward,
+  // never while propose() runs (both on the engine thread).
+  MtpProposer(std::unique_ptr<Gemma4Assistant> drafter, const KvCache& target_cache,
+              int max_model_len);
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
+  bool wants_hidden_states() const override { return true; }
 
  private:
-  std::optional<DType> quantization_;
-  AssistantWeights weights_;  // moved into drafter_ by bind_target
   std::unique_ptr<Gemma4Assistant> drafter_;
-  const KvCache* cache_ = nullptr;
+  const KvCache& cache_;
+  int max_model_len_;
 };
 
 }  // namespace gemmaserve

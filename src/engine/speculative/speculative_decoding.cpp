@@ -1,28 +1,20 @@
 #include "engine/speculative/speculative_decoding.h"
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/speculative/draft_model_proposer.h"
 #include "engine/speculative/mtp_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "gemmaserve/llm.h"
-#include "io/json_file.h"
 #include "kernels/cpu/quant.h"
 #include "model/config.h"
-#include "model/gemma4_assistant_config.h"
+#include "model/weights.h"
 
 namespace gemmaserve {
-namespace {
-
-// A checkpoint folder's config.json (InputError naming it when absent or malformed).
-nlohmann::json load_json_config(const std::string& dir) {
-  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
-  if (!std::filesystem::exists(path)) {
-    throw InputError("--speculative-config: " + path.string() + " is missing");
-  }
-  return read_json_file(path);
-}
-
-}  // namespace
 
 SpeculativeDecoding::SpeculativeDecoding(SpeculativeConfig config,
                                          std::unique_ptr<DraftProposer> proposer)
@@ -47,17 +39,81 @@ SpeculativeStats SpeculativeDecoding::stats() const {
   return stats_;
 }
 
+namespace {
+
+// The draft checkpoint's model_type (top level, as HF's config.json has it); "" when absent.
+std::string checkpoint_model_type(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "config.json");
+  if (!in)
+    throw InputError("--speculative-config: no config.json in draft model '" + dir.string() + "'");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) {
+    throw InputError("--speculative-config: draft model '" + dir.string() +
+                     "' has a config.json that is not valid JSON");
+  }
+  return j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+             ? j["model_type"].get<std::string>()
+             : "";
+}
+
+std::unique_ptr<DraftProposer> load_draft_model(const EngineArgs& args,
+                                                const SpeculativeConfig& config,
+                                                const SpeculativeTarget& target) {
+  WeightLoadOptions load;
+  const std::string quantization =
+      config.quantization.empty() ? args.quantization : config.quantization;
+  if (!quantization.empty()) {
+    load.quantization = cpu::parse_quantization_type(quantization, "--speculative-config");
+    load.pool = target.pool.get();
+  }
+  ModelWeights weights = load_model_weights(config.model, nullptr, load);
+  if (weights.config.text.vocab_size != target.vocab_size) {
+    throw InputError("--speculative-config: the draft model '" + config.model + "' has " +
+                     std::to_string(weights.config.text.vocab_size) +
+                     " tokens in its vocabulary, the target " + std::to_string(target.vocab_size) +
+                     "; a draft must share the target's tokenizer");
+  }
+  Gemma4ModelOptions options;
+  options.matmul_precision =
+      parse_matmul_precision(args.cpu_matmul_precision, "--cpu-matmul-precision");
+  auto model = std::make_unique<Gemma4Model>(std::move(weights), target.pool, options, nullptr);
+  return std::make_unique<DraftModelProposer>(std::move(model), args.block_size, target.kv_dtype,
+                                              target.max_model_len, target.kv_tokens);
+}
+
+std::unique_ptr<DraftProposer> load_mtp_drafter(const EngineArgs& args,
+                                                const SpeculativeConfig& config,
+                                                const SpeculativeTarget& target) {
+  if (config.model.empty()) {
+    throw InputError(
+        "--speculative-config: method 'mtp' needs 'model' (the Gemma 4 assistant drafter's "
+        "checkpoint folder)");
+  }
+  if (args.tensor_parallel_size > 1) {
+    throw InputError("--speculative-config: the MTP drafter does not run with tensor parallelism");
+  }
+  AssistantWeights weights = load_assistant_weights(config.model);
+  const std::string quantization =
+      config.quantization.empty() ? args.quantization : config.quantization;
+  if (!quantization.empty()) {
+    quantize_assistant_weights(weights,
+                               cpu::parse_quantization_type(quantization, "--speculative-config"),
+                               target.pool.get());
+  }
+  auto drafter =
+      std::make_unique<Gemma4Assistant>(std::move(weights), *target.weights, target.pool);
+  return std::make_unique<MtpProposer>(std::move(drafter), *target.cache, target.max_model_len);
+}
+
+}  // namespace
+
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
-                                                               const ModelConfig& target,
-                                                               int vocab_size) {
-  (void)target;
-  (void)vocab_size;
+                                                               const SpeculativeTarget& target) {
   std::optional<SpeculativeConfig> config = parse_speculative_config(args.speculative_config);
   if (!config) return nullptr;
-  // {"model": DIR} alone names a draft model; an assistant checkpoint there means MTP.
-  if (config->method == "draft_model" && !config->model.empty() &&
-      is_assistant_config(load_json_config(config->model))) {
-    config->method = "mtp";
+  if (config->method == "draft_model" &&
+      checkpoint_model_type(config->model) == "gemma4_assistant") {
+    config->method = "mtp";  // the drafter's checkpoint given as `model`
   }
   std::unique_ptr<DraftProposer> proposer;
   if (config->method == "ngram") {
@@ -67,25 +123,13 @@ std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs&
                 << " tokens, n-grams of " << config->prompt_lookup_min << ".."
                 << config->prompt_lookup_max;
   } else if (config->method == "mtp") {
-    if (config->model.empty()) {
-      throw InputError(
-          "--speculative-config: method 'mtp' needs 'model' (a gemma4_assistant checkpoint "
-          "folder: Gemma 4 targets have no MTP layers of their own)");
-    }
-    if (!is_assistant_config(load_json_config(config->model))) {
-      throw InputError("--speculative-config: method 'mtp' needs a gemma4_assistant checkpoint; " +
-                       config->model + " is not one");
-    }
-    std::optional<DType> quantization;
-    if (!config->quantization.empty()) {
-      quantization =
-          cpu::parse_quantization_type(config->quantization, "--speculative-config 'quantization'");
-    }
-    proposer = std::make_unique<MtpProposer>(config->model, target, quantization);
-    GS_LOG_INFO << "speculative decoding: Gemma 4 MTP assistant " << config->model << ", "
+    proposer = load_mtp_drafter(args, *config, target);
+    GS_LOG_INFO << "speculative decoding: MTP assistant drafter " << config->model << ", "
                 << config->num_speculative_tokens << " tokens";
   } else {
-    throw InputError("--speculative-config: method 'draft_model' is not yet supported");
+    proposer = load_draft_model(args, *config, target);
+    GS_LOG_INFO << "speculative decoding: draft model " << config->model << ", "
+                << config->num_speculative_tokens << " tokens";
   }
   return std::make_unique<SpeculativeDecoding>(std::move(*config), std::move(proposer));
 }

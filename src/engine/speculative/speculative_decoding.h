@@ -14,11 +14,15 @@
 
 #include "engine/speculative/draft_proposer.h"
 #include "engine/speculative/speculative_config.h"
+#include "kernels/cpu/kv_format.h"
 
 namespace gemmaserve {
 
 struct EngineArgs;
 struct ModelConfig;
+class ThreadPool;
+class KvCache;
+struct ModelWeights;
 
 // vLLM's vllm:spec_decode_* counters.
 struct SpeculativeStats {
@@ -47,12 +51,23 @@ class SpeculativeDecoding {
   SpeculativeStats stats_;
 };
 
-// The engine's speculative decoding from --speculative-config (nullptr when empty). Checks the
-// draft against the target (`target`: its config; `vocab_size`: its vocabulary) and loads it.
-// InputError for a bad config, a draft whose vocabulary differs or that does not pair with the
-// target. An MTP proposer still needs DraftProposer::bind_target once the target is loaded.
+// What a draft model needs of the target.
+struct SpeculativeTarget {
+  int vocab_size = 0;
+  int max_model_len = 0;
+  int64_t kv_tokens = 0;  // token slots of the target's cache: the draft's gets as many
+  cpu::KvDtype kv_dtype = cpu::KvDtype::kBF16;
+  std::shared_ptr<ThreadPool> pool;  // the target's: the draft runs between its steps
+  // The MTP drafter reads the target's embedding table and KV cache (both outlive it).
+  const ModelWeights* weights = nullptr;
+  const KvCache* cache = nullptr;
+};
+
+// The engine's speculative decoding from --speculative-config (nullptr when empty); loads a
+// draft model or the Gemma 4 assistant drafter (method "mtp", or a `model` whose model_type is
+// gemma4_assistant). InputError for a bad config, a draft whose vocabulary differs from the
+// target's, and "mtp" without a `model`.
 std::unique_ptr<SpeculativeDecoding> make_speculative_decoding(const EngineArgs& args,
-                                                               const ModelConfig& target,
-                                                               int vocab_size);
+                                                               const SpeculativeTarget& target);
 
 }  // namespace gemmaserve
