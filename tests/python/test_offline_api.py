@@ -332,3 +332,19 @@ def test_token_masks_reach_the_engine(dense: LLM) -> None:
                                                    **GREEDY), use_tqdm=False)[0].outputs[0]
     assert len(held.token_ids) == 4 and held.token_ids[-1] == stop
     assert held.finish_reason == "stop"
+
+
+def test_speculative_config_keeps_greedy_tokens(dense: LLM) -> None:
+    """vLLM's speculative_config dict: ngram drafts verified by the target change no greedy
+    token; a bad key is a ValueError naming it."""
+    spec = LLM(golden_model("dense"), **SMALL_ENGINE,
+               speculative_config={"method": "ngram", "num_speculative_tokens": 3,
+                                   "prompt_lookup_min": 1})
+    prompts = [[2] + [10, 17, 24] * 5, [2, 175, 50, 120]]
+    sp = SamplingParams(max_tokens=16, **GREEDY)
+    want = [o.outputs[0].token_ids for o in dense.generate(prompts, sp, use_tqdm=False)]
+    got = [o.outputs[0].token_ids for o in spec.generate(prompts, sp, use_tqdm=False)]
+    assert got == want
+    with pytest.raises(ValueError, match="--speculative-config: unknown key 'k'"):
+        LLM(golden_model("dense"), **SMALL_ENGINE,
+            speculative_config={"method": "ngram", "num_speculative_tokens": 3, "k": 1})
