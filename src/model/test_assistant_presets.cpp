@@ -15,18 +15,17 @@ using nlohmann::json;
 // the target), and a tiny one for tests.
 struct AssistantVariant {
   const char* target;
-  int hidden_size, intermediate_size, num_attention_heads;
-  bool use_ordered_embeddings;
+  AssistantShape shape;
 };
 
-const AssistantVariant& find_assistant_variant(const std::string& preset) {
+const AssistantShape& find_assistant_shape(const std::string& preset) {
   static const AssistantVariant v[] = {
-      {"tiny", 32, 64, 4, true},          {"e2b", 256, 2048, 4, true},
-      {"e4b", 256, 2048, 4, true},        {"31b", 1024, 8192, 32, false},
-      {"26b-a4b", 1024, 8192, 16, false},
+      {"tiny", {32, 64, 4, true}},          {"e2b", {256, 2048, 4, true}},
+      {"e4b", {256, 2048, 4, true}},        {"31b", {1024, 8192, 32, false}},
+      {"26b-a4b", {1024, 8192, 16, false}},
   };
   for (const AssistantVariant& x : v) {
-    if (preset == x.target) return x;
+    if (preset == x.target) return x.shape;
   }
   throw InputError("no assistant preset for '" + preset +
                    "' (expected tiny, e2b, e4b, 31b or 26b-a4b)");
@@ -35,12 +34,19 @@ const AssistantVariant& find_assistant_variant(const std::string& preset) {
 }  // namespace
 
 TestModelSpec make_test_assistant_spec(const std::string& target_preset, DType dtype) {
-  const AssistantVariant& v = find_assistant_variant(target_preset);
+  return make_test_assistant_spec_for(test_model_config(target_preset, dtype),
+                                      find_assistant_shape(target_preset), dtype,
+                                      target_preset + "-assistant");
+}
+
+TestModelSpec make_test_assistant_spec_for(const json& target_config, const AssistantShape& v,
+                                           DType dtype, const std::string& name) {
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     throw InputError(std::string("an assistant test model is stored as f32, f16 or bf16, not ") +
                      dtype_name(dtype));
   }
-  const json target = test_model_config(target_preset, dtype)["text_config"];
+  const json target =
+      target_config.contains("text_config") ? target_config["text_config"] : target_config;
   const int layers = 4;
   json text = target;
   for (const char* key : {"moe_intermediate_size", "num_experts", "top_k_experts"}) {
@@ -53,23 +59,27 @@ TestModelSpec make_test_assistant_spec(const std::string& target_preset, DType d
   text["intermediate_size"] = v.intermediate_size;
   text["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention",
                          "full_attention"};
+  text["model_type"] = "gemma4_text";
   text["num_attention_heads"] = v.num_attention_heads;
   text["num_hidden_layers"] = layers;
   text["num_kv_shared_layers"] = layers;
+  text.erase("per_layer_config");
   text["use_bidirectional_attention"] = nullptr;
   text["use_double_wide_mlp"] = false;
   text["vocab_size_per_layer_input"] = 0;
 
   TestModelSpec spec;
-  spec.preset = target_preset + "-assistant";
+  spec.preset = name;
   spec.config = {
       {"architectures", {"Gemma4AssistantForCausalLM"}},
       {"backbone_hidden_size", target["hidden_size"]},
-      {"centroid_intermediate_top_k", 32},
-      {"dtype", text["dtype"]},
+      {"centroid_intermediate_top_k", v.centroid_intermediate_top_k},
+      {"dtype", dtype == DType::kF32   ? "float32"
+                : dtype == DType::kF16 ? "float16"
+                                       : "bfloat16"},
       {"eos_token_id", {1, 106}},
       {"model_type", "gemma4_assistant"},
-      {"num_centroids", 2048},
+      {"num_centroids", v.num_centroids},
       {"text_config", text},
       {"tie_word_embeddings", true},
       {"use_ordered_embeddings", v.use_ordered_embeddings},

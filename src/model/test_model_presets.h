@@ -86,6 +86,21 @@ void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann
 // InputError otherwise or for an unknown preset (test_assistant_presets.cpp).
 TestModelSpec make_test_assistant_spec(const std::string& target_preset, DType dtype);
 
+// The drafter's own sizes; head geometry, RoPE, window and vocabulary come from the target.
+struct AssistantShape {
+  int hidden_size = 32;
+  int intermediate_size = 64;
+  int num_attention_heads = 4;
+  bool use_ordered_embeddings = false;
+  int num_centroids = 2048;
+  int centroid_intermediate_top_k = 32;
+};
+// An assistant for any Gemma 4 target config.json (nested or flat text config), e.g. a test
+// fixture's; `name` is its preset label.
+TestModelSpec make_test_assistant_spec_for(const nlohmann::json& target_config,
+                                           const AssistantShape& shape, DType dtype,
+                                           const std::string& name);
+
 // Writes elements [first, first + count) of `t` in its dtype. Values depend only on (seed,
 // t.key, element index), so any chunking or thread split gives the same bytes.
 void fill_test_tensor(const TestTensor& t, uint64_t seed, int64_t first, int64_t count,
