@@ -1,11 +1,9 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <set>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -21,7 +19,6 @@
 #include "engine/tensor_parallel_ranks.h"
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
-#include "model/gemma4_image_processor.h"
 #include "model/gemma4_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -34,14 +31,6 @@ namespace {
 
 constexpr size_t kProgressMinBytes = size_t{512} << 20;  // smaller loads finish too fast to show
 constexpr uint64_t kNotStalled = ~uint64_t{0};
-
-// SplitMix64: spreads (engine seed, request number) into independent generator seeds.
-uint64_t mix_seed(uint64_t seed, uint64_t n) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (n + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 void check_args(const EngineArgs& a) {
   if (a.threads < 0) throw InputError("--threads must be >= 0, got " + std::to_string(a.threads));
@@ -248,295 +237,6 @@ Engine::~Engine() {
   thread_.join();
 }
 
-int Engine::vocab_size() const { return model_->vocab_size(); }
-const ModelConfig& Engine::model_config() const { return model_->config(); }
-SamplingParams Engine::default_sampling_params() const {
-  return apply_generation_defaults(generation_);
-}
-
-std::vector<int32_t> Engine::encode_prompt(const std::string& text) const {
-  if (!tokenizer_) {
-    throw InputError("a text prompt needs a tokenizer, and " + args_.model +
-                     " has none (pass --tokenizer or use token ids)");
-  }
-  return prompt_with_bos(tokenizer_->encode(text, /*add_special=*/false, /*parse_special=*/true));
-}
-
-std::vector<int32_t> Engine::prompt_with_bos(std::vector<int32_t> ids) const {
-  const int32_t bos = tokenizer_ ? tokenizer_->bos_id() : -1;
-  if (bos < 0) return ids;
-  const auto first_other =
-      std::find_if(ids.begin(), ids.end(), [bos](int32_t id) { return id != bos; });
-  if (first_other == ids.begin()) {
-    ids.insert(ids.begin(), bos);
-  } else {
-    ids.erase(ids.begin() + 1, first_other);
-  }
-  return ids;
-}
-
-// ---- Images -----------------------------------------------------------------------------------
-
-bool Engine::has_vision() const { return model_->config().vision.has_value(); }
-
-int Engine::image_soft_tokens(const PromptImage& image) const {
-  if (!has_vision()) {
-    throw InputError("This model does not accept image input: " + args_.model +
-                     " has no vision encoder.");
-  }
-  const int budget = image.max_soft_tokens.value_or(default_max_soft_tokens_);
-  validate_gemma4_max_soft_tokens(budget);
-  return gemma4_image_soft_tokens(*model_->config().vision, image.rgb.width, image.rgb.height,
-                                  budget);
-}
-
-ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
-                                                 std::span<const PromptImage> images) const {
-  const ModelConfig& config = model_->config();
-  if (!has_vision()) {
-    if (!images.empty()) {
-      throw InputError("This model does not accept image input: " + args_.model +
-                       " has no vision encoder.");
-    }
-    return ExpandedPrompt{std::vector<int32_t>(ids.begin(), ids.end()), {}};
-  }
-  check_image_limit(args_.limit_mm_per_prompt, images.size());
-  std::vector<int> soft_tokens;
-  for (const PromptImage& image : images) soft_tokens.push_back(image_soft_tokens(image));
-  const ImageTokenIds tokens{config.image_token_id.value_or(-1), config.boi_token_id.value_or(-1),
-                             config.eoi_token_id.value_or(-1)};
-  return gemmaserve::expand_image_placeholders(ids, soft_tokens, tokens);
-}
-
-// ---- Requests in ------------------------------------------------------------------------------
-
-std::vector<Engine::RequestImage> Engine::prepare_prompt(EngineRequest& r) const {
-  if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
-  r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
-  ExpandedPrompt expanded = expand_image_placeholders(r.prompt_token_ids, r.images);
-  r.prompt_token_ids = std::move(expanded.token_ids);
-  std::vector<RequestImage> images(r.images.size());
-  for (size_t i = 0; i < images.size(); ++i) {
-    RequestImage& image = images[i];
-    image.image = std::move(r.images[i]);
-    image.max_soft_tokens = image.image.max_soft_tokens.value_or(default_max_soft_tokens_);
-    image.hash = image_content_hash(image.image.rgb, image.max_soft_tokens);
-    image.where = expanded.placeholders[i];
-  }
-  r.images.clear();
-  return images;
-}
-
-std::shared_ptr<Engine::RequestState> Engine::make_request_state(
-    Submission submission, std::vector<RequestImage> images,
-    std::shared_ptr<const structured::CompiledGrammar> grammar) {
-  EngineRequest& r = submission.request;
-  const int vocab = model_->vocab_size();
-  if (r.request_id.empty()) throw InputError("request id must not be empty");
-  if (requests_.count(r.request_id) > 0) {
-    throw InputError("request id '" + r.request_id + "' is already in use");
-  }
-  r.params.validate(vocab);
-  if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
-  for (int32_t id : r.prompt_token_ids) {
-    if (id < 0 || id >= vocab) {
-      throw InputError("Token id " + std::to_string(id) + " is out of vocabulary");
-    }
-  }
-  const int prompt_len = static_cast<int>(r.prompt_token_ids.size());
-  check_request_length(prompt_len, r.params.max_tokens, max_model_len_);
-
-  auto state = std::make_shared<RequestState>();
-  state->output.request_id = r.request_id;
-  state->output.prompt = r.prompt;
-  state->output.prompt_token_ids = r.prompt_token_ids;
-  if (r.params.prompt_logprobs) state->prompt_logprobs.push_back(std::nullopt);
-  std::vector<int32_t> stop_ids = r.params.stop_token_ids;
-  if (!r.params.ignore_eos) stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
-  std::sort(stop_ids.begin(), stop_ids.end());
-  stop_ids.erase(std::unique(stop_ids.begin(), stop_ids.end()), stop_ids.end());
-
-  const int n = r.params.n;
-  state->sequences.resize(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    Sequence& seq = state->sequences[static_cast<size_t>(k)];
-    seq.owner = state.get();
-    seq.index = k;
-    SamplingParams params = r.params;
-    if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
-    const bool bytes =
-        params.answer_constraint && (params.answer_constraint->json_object || grammar != nullptr);
-    seq.sampler = std::make_unique<RequestSampler>(
-        params, r.prompt_token_ids, stop_ids, tokenizer_.get(), vocab,
-        mix_seed(args_.seed, next_sequence_ + static_cast<uint64_t>(k)),
-        bytes ? json_trie() : nullptr, grammar);
-    seq.stop =
-        std::make_unique<StopChecker>(params, std::set<int32_t>(stop_ids.begin(), stop_ids.end()),
-                                      tokenizer_.get(), prompt_len, max_model_len_);
-    seq.wants_prompt_logprobs = k == 0 && r.params.prompt_logprobs.has_value();
-    CompletionOutput out;
-    out.index = k;
-    if (r.params.logprobs) out.logprobs.emplace();
-    state->output.outputs.push_back(std::move(out));
-  }
-  state->num_unfinished = n;
-  state->images = std::move(images);
-  state->request = std::move(submission.request);
-  state->callback = std::move(submission.callback);
-  return state;
-}
-
-void Engine::admit_sequence(RequestState& request, Sequence& seq) {
-  const EngineRequest& r = request.request;
-  NewRequest nr;
-  nr.request_id = std::to_string(next_sequence_++);
-  nr.prompt_token_ids = r.prompt_token_ids;
-  nr.max_tokens = r.params.max_tokens;
-  nr.priority = r.priority;
-  nr.hash_extras.cache_salt = r.cache_salt;
-  for (const RequestImage& image : request.images) {
-    nr.hash_extras.multimodal.push_back({image.where.offset, image.where.length, image.hash});
-  }
-  nr.skip_prefix_cache = seq.wants_prompt_logprobs;
-  seq.scheduler_id = nr.request_id;
-  scheduler_->add_request(std::move(nr));
-  seq.admitted = true;
-  sequences_[seq.scheduler_id] = &seq;
-}
-
-void Engine::add_request(EngineRequest request, OutputCallback callback) {
-  std::vector<Submission> one;
-  one.push_back(Submission{std::move(request), std::move(callback)});
-  add_requests(std::move(one));
-}
-
-void Engine::add_requests(std::vector<Submission> submissions) {
-  std::vector<std::vector<RequestImage>> images;
-  for (Submission& s : submissions) images.push_back(prepare_prompt(s.request));
-  // Structured-output specs compile before the lock: the step loop never waits on them.
-  std::vector<std::shared_ptr<const structured::CompiledGrammar>> grammars(submissions.size());
-  for (size_t i = 0; i < submissions.size(); ++i) {
-    const auto& c = submissions[i].request.params.answer_constraint;
-    if (!c || c->structured_kind.empty()) continue;
-    grammars[i] = grammars_->compile(c->structured_kind, c->structured_spec);
-    json_trie();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (failure_) throw std::runtime_error("the engine stopped after an error: " + *failure_);
-    if (stopping_) throw std::runtime_error("the engine is shutting down");
-    std::vector<std::shared_ptr<RequestState>> added;
-    try {
-      for (size_t i = 0; i < submissions.size(); ++i) {
-        std::shared_ptr<RequestState> state = make_request_state(
-            std::move(submissions[i]), std::move(images[i]), std::move(grammars[i]));
-        const int n = static_cast<int>(state->sequences.size());
-        const int prompt_len = static_cast<int>(state->request.prompt_token_ids.size());
-        // Holding samples back only pays when the prompt has a full block to share.
-        state->samples_held =
-            n > 1 && args_.enable_prefix_caching && prompt_len - 1 >= args_.block_size;
-        requests_[state->request.request_id] = state;
-        added.push_back(state);
-        admit_sequence(*state, state->sequences[0]);
-        if (state->samples_held) {
-          num_held_samples_ += n - 1;
-        } else {
-          for (int k = 1; k < n; ++k) admit_sequence(*state, state->sequences[k]);
-        }
-      }
-    } catch (...) {
-      // All or none: forget what this call already queued.
-      for (const auto& state : added) {
-        for (Sequence& seq : state->sequences) {
-          if (!seq.admitted) continue;
-          scheduler_->abort(seq.scheduler_id);
-          sequences_.erase(seq.scheduler_id);
-        }
-        if (state->samples_held) num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
-        requests_.erase(state->request.request_id);
-      }
-      throw;
-    }
-    ++change_count_;
-  }
-  wake_.notify_all();
-}
-
-bool Engine::abort(const std::string& request_id) {
-  bool found;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    found = abort_locked(request_id);
-  }
-  if (found) wake_.notify_all();
-  return found;
-}
-
-bool Engine::abort_locked(const std::string& request_id) {
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return false;
-  std::shared_ptr<RequestState> state = it->second;
-  requests_.erase(it);
-  state->aborted = true;
-  for (Sequence& seq : state->sequences) {
-    if (!seq.admitted || seq.finished) continue;
-    scheduler_->abort(seq.scheduler_id);  // frees its blocks now
-    sequences_.erase(seq.scheduler_id);
-    if (speculative_) speculative_ended_.push_back(seq.scheduler_id);
-  }
-  if (state->samples_held) {
-    num_held_samples_ -= static_cast<int>(state->sequences.size()) - 1;
-    state->samples_held = false;
-  }
-  aborted_.push_back(std::move(state));
-  ++change_count_;
-  return true;
-}
-
-void Engine::abort_all_locked() {
-  std::vector<std::string> ids;
-  for (const auto& [id, state] : requests_) ids.push_back(id);
-  for (const std::string& id : ids) abort_locked(id);
-}
-
-std::optional<std::string> Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
-
-EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  EngineStats s = counters_;
-  s.encodes_in_progress = encodes_alive_->load();
-  s.num_running = scheduler_->num_running();
-  s.num_waiting = scheduler_->num_waiting() + num_held_samples_;
-  const KvCacheManager& kv = scheduler_->kv_cache();
-  s.kv_cache_usage = kv.usage();
-  for (int t = 0; t < kNumAttentionTypes; ++t) {
-    const KvBlockPool* pool = kv.pool(static_cast<AttentionType>(t));
-    if (!pool) continue;
-    s.kv_blocks_total[t] = pool->num_blocks();
-    s.kv_blocks_in_use[t] = pool->num_blocks() - pool->num_free_blocks();
-  }
-  const SchedulerStats ss = scheduler_->stats();
-  s.prefix_cache_queries = ss.prefix_cache_queries;
-  s.prefix_cache_hits = ss.prefix_cache_hits;
-  s.computed_tokens = ss.scheduled_tokens;
-  s.preemptions = ss.preemptions;
-  const CommunicatorStats comm = model_->communication_stats();
-  s.tp_collectives = comm.calls;
-  s.tp_bytes_sent = comm.bytes_sent;
-  s.tp_seconds = comm.seconds;
-  if (speculative_) {
-    const SpeculativeStats spec = speculative_->stats();
-    s.spec_decode_num_drafts = spec.num_drafts;
-    s.spec_decode_num_draft_tokens = spec.num_draft_tokens;
-    s.spec_decode_num_accepted_tokens = spec.num_accepted_tokens;
-    s.spec_decode_num_accepted_tokens_per_pos = spec.accepted_per_position;
-  }
-  return s;
-}
-
 // ---- The step loop ----------------------------------------------------------------------------
 
 void Engine::run_loop() {
@@ -569,7 +269,8 @@ void Engine::run_loop() {
     stalled_at = kNotStalled;
     lock.unlock();
     try {
-      if (engine_step_fault(++steps_started)) throw std::runtime_error("injected engine fault");
+      if (engine_step_fault(++steps_started, args_.data_parallel_rank))
+        throw std::runtime_error("injected engine fault");
       run_encoder(&plan);
       attach_images(&plan);
       sampled.clear();
@@ -619,6 +320,10 @@ bool Engine::plan_step(StepPlan* plan) {
     if (!listed) plan->encodes.push_back({state.shared_from_this(), image});
   }
   plan->encoder_budget = args_.max_num_batched_tokens - out.num_scheduled_tokens;
+  if (speculative_) {
+    // A preempted sequence's draft state goes with its blocks; it re-drafts when it resumes.
+    for (const std::string& id : out.preempted) speculative_ended_.push_back(id);
+  }
   if (out.empty()) return !plan->encodes.empty();
   for (const ScheduledChunk& chunk : out.scheduled) {
     Sequence* seq = sequences_.at(chunk.request_id);
@@ -748,7 +453,11 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
   std::vector<StepResult> results;
   for (const Sampled& s : sampled) {
     const StepPlan::Item& item = plan.items[s.item];
-    if (item.request->aborted) continue;
+    if (item.request->aborted) {
+      // propose_drafts may have drafted for it after its abort was queued: forget it again.
+      if (speculative_) speculative_ended_.push_back(item.seq->scheduler_id);
+      continue;
+    }
     StepResult result{item.seq->scheduler_id, s.tokens.back(), s.update.finished};
     result.accepted_drafts.assign(s.tokens.begin(), s.tokens.end() - 1);
     results.push_back(std::move(result));
@@ -895,18 +604,6 @@ void Engine::deliver(std::vector<Emission>& emissions) {
     }
   }
   emissions.clear();
-}
-
-std::shared_ptr<const JsonTokenTrie> Engine::json_trie() {
-  if (!tokenizer_) return nullptr;  // RequestSampler refuses json_object then
-  std::call_once(json_trie_once_, [&] {
-    const auto start = std::chrono::steady_clock::now();
-    json_trie_ = std::make_shared<const JsonTokenTrie>(*tokenizer_);
-    GS_LOG_INFO << "json_object: vocabulary byte trie built in "
-                << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
-                << " s";
-  });
-  return json_trie_;
 }
 
 }  // namespace gemmaserve
