@@ -1,5 +1,7 @@
 // The engine's side of speculative decoding: one sample's tokens (a draw, or drafts verified)
 // and the drafts of the sequences a step sampled. See engine/speculative/speculative_decoding.h.
+#include <algorithm>
+
 #include "core/error.h"
 #include "engine/engine_state.h"
 #include "engine/speculative/rejection_sampler.h"
@@ -59,12 +61,17 @@ void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
   if (targets.empty()) return;
   std::vector<DraftRequest> requests(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
-    requests[i].sequence_id = plan.items[targets[i]->item].seq->scheduler_id;
+    const StepPlan::Item& item = plan.items[targets[i]->item];
+    requests[i].sequence_id = item.seq->scheduler_id;
     requests[i].tokens = histories[i];
-    requests[i].max_drafts = speculative_->num_speculative_tokens();
+    // Drafts past max_tokens or the model length would be dropped unverified: ask for none.
+    const int generated = static_cast<int>(
+        item.request->output.outputs[item.seq->index].token_ids.size() + targets[i]->tokens.size());
+    const int room = std::min(max_model_len_ - static_cast<int>(histories[i].size()) - 1,
+                              item.request->request.params.max_tokens - generated - 1);
+    requests[i].max_drafts = std::clamp(room, 0, speculative_->num_speculative_tokens());
     if (forward.hidden.empty()) continue;
     // MTP: the hidden row of the position before the newest token (the one predicting it).
-    const StepPlan::Item& item = plan.items[targets[i]->item];
     const size_t width = forward.hidden.size() / static_cast<size_t>(forward.rows);
     const size_t row = targets[i]->row + targets[i]->tokens.size() - 1;
     requests[i].target_hidden = std::span<const float>(forward.hidden).subspan(row * width, width);

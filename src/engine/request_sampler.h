@@ -1,6 +1,7 @@
 // Per-request sampling state: applies every SamplingParams knob to one row of raw logits and
 // draws the next token with the request's own generator, so a seeded request produces the same
-// tokens whatever else shares its batch.
+// tokens whatever else shares its batch (not under speculative decoding: how many drafts a step
+// verifies, and so how many draws it takes, depends on the step's budget, as in vLLM).
 #pragma once
 
 #include <cstdint>

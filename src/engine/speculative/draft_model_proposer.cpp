@@ -7,8 +7,11 @@
 namespace gemmaserve {
 
 DraftModelProposer::DraftModelProposer(std::unique_ptr<Gemma4Model> model, int block_size,
-                                       cpu::KvDtype kv_dtype, int max_model_len, int64_t kv_tokens)
-    : model_(std::move(model)), max_model_len_(max_model_len) {
+                                       cpu::KvDtype kv_dtype, int max_model_len, int64_t kv_tokens,
+                                       int max_prefill_tokens)
+    : model_(std::move(model)),
+      max_model_len_(max_model_len),
+      max_prefill_tokens_(std::max(1, max_prefill_tokens)) {
   const TextConfig& text = model_->config().text;
   KvCachePlanOptions opt;
   opt.block_size = block_size;
@@ -30,6 +33,11 @@ void DraftModelProposer::finished(const std::string& sequence_id) {
   computed_.erase(sequence_id);
 }
 
+int DraftModelProposer::computed_tokens(const std::string& sequence_id) const {
+  auto it = computed_.find(sequence_id);
+  return it == computed_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
 std::vector<std::vector<int32_t>> DraftModelProposer::propose(
     std::span<const DraftRequest> requests) {
   struct Active {
@@ -40,7 +48,10 @@ std::vector<std::vector<int32_t>> DraftModelProposer::propose(
   };
   std::vector<std::vector<int32_t>> drafts(requests.size());
   std::vector<Active> active;
-  for (size_t i = 0; i < requests.size(); ++i) {
+  // The first forward's rows stay within the target's step budget: a long new history is
+  // caught up in chunks over several rounds (no drafts meanwhile), as the target's prefill is.
+  int budget = max_prefill_tokens_;
+  for (size_t i = 0; i < requests.size() && budget > 0; ++i) {
     const DraftRequest& r = requests[i];
     const int len = static_cast<int>(r.tokens.size());
     const int k = std::min(r.max_drafts, max_model_len_ - len - 1);
@@ -50,23 +61,26 @@ std::vector<std::vector<int32_t>> DraftModelProposer::propose(
     const auto mismatch = std::mismatch(done.begin(), done.end(), r.tokens.begin(), r.tokens.end());
     const int keep = std::min(static_cast<int>(mismatch.first - done.begin()), len - 1);
     done.resize(static_cast<size_t>(keep));
+    const bool catch_up = len - keep > budget;
+    const int feed = catch_up ? budget : len - keep;
     // Room for the new tokens and the drafts fed back (all but the last).
-    if (!kv_->allocate_slots(r.sequence_id, keep, len - keep + k - 1)) {
+    if (!kv_->allocate_slots(r.sequence_id, keep, feed + (catch_up ? 0 : k - 1))) {
       finished(r.sequence_id);  // no room now: no drafts, start over next time
       continue;
     }
+    budget -= feed;
     Active a;
     a.request = i;
-    a.num_drafts = k;
+    a.num_drafts = catch_up ? 0 : k;
     a.start = keep;
-    a.pending.assign(r.tokens.begin() + keep, r.tokens.end());
+    a.pending.assign(r.tokens.begin() + keep, r.tokens.begin() + keep + feed);
     active.push_back(std::move(a));
   }
   const size_t vocab = static_cast<size_t>(model_->vocab_size());
   for (int step = 0;; ++step) {
     std::vector<Active*> batch;
     for (Active& a : active) {
-      if (step < a.num_drafts) batch.push_back(&a);
+      if (step < std::max(a.num_drafts, 1)) batch.push_back(&a);  // a catch-up feeds once
     }
     if (batch.empty()) break;
     std::vector<SequenceInput> inputs(batch.size());
@@ -76,18 +90,21 @@ std::vector<std::vector<int32_t>> DraftModelProposer::propose(
       inputs[b].tokens = a.pending;
       inputs[b].start_pos = a.start;
       inputs[b].block_tables = kv_->block_tables(id);
-      inputs[b].logits = LogitsWanted::kLast;
+      inputs[b].logits = a.num_drafts > 0 ? LogitsWanted::kLast : LogitsWanted::kNone;
     }
     model_->forward(inputs, *cache_, &out_);
-    for (size_t b = 0; b < batch.size(); ++b) {
-      Active& a = *batch[b];
-      const std::string& id = requests[a.request].sequence_id;
+    size_t row = 0;
+    for (Active* a : batch) {
+      const std::string& id = requests[a->request].sequence_id;
       std::vector<int32_t>& done = computed_[id];
-      done.insert(done.end(), a.pending.begin(), a.pending.end());
-      const int32_t next = argmax(std::span<const float>(out_.logits).subspan(b * vocab, vocab));
-      drafts[a.request].push_back(next);
-      a.start += static_cast<int32_t>(a.pending.size());
-      a.pending.assign(1, next);
+      done.insert(done.end(), a->pending.begin(), a->pending.end());
+      a->start += static_cast<int32_t>(a->pending.size());
+      a->pending.clear();
+      if (a->num_drafts == 0) continue;
+      const int32_t next =
+          argmax(std::span<const float>(out_.logits).subspan(row++ * vocab, vocab));
+      drafts[a->request].push_back(next);
+      a->pending.assign(1, next);
     }
   }
   // Sliding windows slide behind the drafts fed, less up to a whole draft run: the next round may

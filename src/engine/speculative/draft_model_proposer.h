@@ -17,17 +17,21 @@ namespace gemmaserve {
 
 class DraftModelProposer final : public DraftProposer {
  public:
-  // `kv_tokens`: token slots of the draft's cache (sized like the target's).
+  // `kv_tokens`: token slots of the draft's cache (sized like the target's);
+  // `max_prefill_tokens`: rows of a round's first forward (the target's step budget).
   DraftModelProposer(std::unique_ptr<Gemma4Model> model, int block_size, cpu::KvDtype kv_dtype,
-                     int max_model_len, int64_t kv_tokens);
+                     int max_model_len, int64_t kv_tokens, int max_prefill_tokens);
   ~DraftModelProposer() override;
 
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
   void finished(const std::string& sequence_id) override;
+  // Tokens of the sequence the draft cache holds (0 when it holds none).
+  int computed_tokens(const std::string& sequence_id) const;
 
  private:
   std::unique_ptr<Gemma4Model> model_;
   int max_model_len_;
+  int max_prefill_tokens_;
   KvCachePlan plan_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvCacheManager> kv_;

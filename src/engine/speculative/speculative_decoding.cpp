@@ -78,7 +78,8 @@ std::unique_ptr<DraftProposer> load_draft_model(const EngineArgs& args,
       parse_matmul_precision(args.cpu_matmul_precision, "--cpu-matmul-precision");
   auto model = std::make_unique<Gemma4Model>(std::move(weights), target.pool, options, nullptr);
   return std::make_unique<DraftModelProposer>(std::move(model), args.block_size, target.kv_dtype,
-                                              target.max_model_len, target.kv_tokens);
+                                              target.max_model_len, target.kv_tokens,
+                                              args.max_num_batched_tokens);
 }
 
 std::unique_ptr<DraftProposer> load_mtp_drafter(const EngineArgs& args,
