@@ -19,9 +19,16 @@ struct ArgumentsTooDeep {};
 
 // json.loads: parsed value, or nullopt when the text is not JSON (vLLM catches JSONDecodeError).
 std::optional<ordered_json> parse_json_text(const std::string& text) {
-  if (json_shape(text).widest_object > kMaxJsonObjectMembers) {
+  const JsonShape shape = json_shape(text);
+  if (shape.widest_object > kMaxJsonObjectMembers) {
     throw InputError("tool call arguments have an object with more than " +
                          std::to_string(kMaxJsonObjectMembers) + " members",
+                     "tool_calls");
+  }
+  if (shape.key_comparisons > kMaxJsonKeyComparisons) {
+    throw InputError("tool call arguments have objects this large in all (parsing their " +
+                         std::to_string(shape.key_comparisons) + " key comparisons exceeds " +
+                         std::to_string(kMaxJsonKeyComparisons) + ")",
                      "tool_calls");
   }
   try {

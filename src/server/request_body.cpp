@@ -16,6 +16,11 @@ nlohmann::ordered_json parse_json_request_body(std::string_view body) {
     throw bad_request("JSON objects with more than " + std::to_string(kMaxJsonObjectMembers) +
                       " members are not accepted");
   }
+  if (shape.key_comparisons > kMaxJsonKeyComparisons) {
+    throw bad_request("JSON objects this large in all are not accepted (parsing their " +
+                      std::to_string(shape.key_comparisons) + " key comparisons exceeds " +
+                      std::to_string(kMaxJsonKeyComparisons) + ")");
+  }
   try {
     return nlohmann::ordered_json::parse(body);
   } catch (const nlohmann::json::exception& e) {

@@ -60,6 +60,29 @@ TEST(RequestBody, MalformedJsonIsA400) {
   const JsonShape shape = json_shape("{\"a\": [1, {\"b\": [], \"c\": 2}], \"d\": \"{,,}\"}");
   EXPECT_EQ(shape.depth, 4);
   EXPECT_EQ(shape.widest_object, 2u);
+  EXPECT_EQ(shape.key_comparisons, 2u);  // two objects of two members: one comparison each
+}
+
+TEST(RequestBody, ManyWideObjectsAreA400BeforeParsing) {
+  // Each object under the member cap, but their parse cost adds up: 800 objects of 10,000 keys
+  // would take as long as the 300,000-member one.
+  std::string wide = "{";
+  for (int i = 0; i < 10000; ++i) wide += (i ? ",\"" : "\"") + std::to_string(i) + "\": 0";
+  wide += "}";
+  auto body = [&](int objects) {
+    std::string s = "{\"messages\": [";
+    for (int i = 0; i < objects; ++i) s += (i ? "," : "") + wide;
+    return s + "]}";
+  };
+  EXPECT_EQ(body_error(body(800)),
+            "JSON objects this large in all are not accepted (parsing their 39996000000 key "
+            "comparisons exceeds 200000000)");
+  EXPECT_EQ(body_error(body(5)),
+            "JSON objects this large in all are not accepted (parsing their 249975000 key "
+            "comparisons exceeds 200000000)");
+  EXPECT_EQ(body_error(body(4)), "");
+  // Unclosed objects count as far as the parser would read them.
+  EXPECT_EQ(json_shape(wide.substr(0, wide.size() - 1)).key_comparisons, 49995000u);
 }
 
 }  // namespace

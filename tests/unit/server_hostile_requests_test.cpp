@@ -99,6 +99,19 @@ TEST(HostileRequestFields, WideObjectsInsideStringsAreRefused) {
         {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", wide}}}}}}}};
   EXPECT_EQ(error([&] { normalize_chat_messages(messages); }),
             "tool call arguments have an object with more than 10000 members");
+  // Under the cap one by one, too costly together: five objects of 10,000 members.
+  std::string fair = "{";
+  for (int i = 0; i < 10000; ++i) fair += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  fair += "}";
+  const std::string five = "[" + fair + "," + fair + "," + fair + "," + fair + "," + fair + "]";
+  EXPECT_EQ(error([&] { structured::build_grammar("json", five); }),
+            "the JSON schema has objects this large in all (parsing their 249975000 key "
+            "comparisons exceeds 200000000)");
+  ordered_json many = messages;
+  many[0]["tool_calls"][0]["function"]["arguments"] = five;
+  EXPECT_EQ(error([&] { normalize_chat_messages(many); }),
+            "tool call arguments have objects this large in all (parsing their 249975000 key "
+            "comparisons exceeds 200000000)");
 }
 
 class HostileRequestServerTest : public TinyChatServerTest<HostileRequestServerTest> {

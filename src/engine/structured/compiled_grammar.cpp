@@ -107,9 +107,15 @@ void compile_json_with_whitespace(Grammar* g, const nlohmann::ordered_json& wrap
 Grammar build_grammar(std::string_view kind, std::string_view spec) {
   Grammar g;
   if (kind == "json") {
-    if (json_shape(spec).widest_object > kMaxJsonObjectMembers) {
+    const JsonShape shape = json_shape(spec);
+    if (shape.widest_object > kMaxJsonObjectMembers) {
       throw InputError("the JSON schema has an object with more than " +
                        std::to_string(kMaxJsonObjectMembers) + " members");
+    }
+    if (shape.key_comparisons > kMaxJsonKeyComparisons) {
+      throw InputError("the JSON schema has objects this large in all (parsing their " +
+                       std::to_string(shape.key_comparisons) + " key comparisons exceeds " +
+                       std::to_string(kMaxJsonKeyComparisons) + ")");
     }
     nlohmann::ordered_json schema;
     try {
