@@ -6,15 +6,19 @@
 namespace gemmaserve {
 
 #ifdef GEMMASERVE_FAULT_INJECTION
-bool engine_step_fault(uint64_t step) {
-  static const uint64_t fail_at = [] {
-    const char* env = std::getenv("GEMMASERVE_FAULT_ENGINE_STEP");
-    return env != nullptr && *env != '\0' ? std::stoull(env) : uint64_t{0};
-  }();
+// Read at every step (tests set the variables after other engines of the process ran).
+bool engine_step_fault(uint64_t step, int replica) {
+  const char* at = std::getenv("GEMMASERVE_FAULT_ENGINE_STEP");
+  if (at == nullptr || *at == '\0') return false;
+  const char* only = std::getenv("GEMMASERVE_FAULT_ENGINE_REPLICA");
+  if (only != nullptr && *only != '\0' && std::stoi(only) != replica) return false;
+  const uint64_t fail_at = std::stoull(at);
   return fail_at != 0 && step >= fail_at;
 }
+bool fault_injection_compiled() { return true; }
 #else
-bool engine_step_fault(uint64_t) { return false; }
+bool engine_step_fault(uint64_t, int) { return false; }
+bool fault_injection_compiled() { return false; }
 #endif
 
 }  // namespace gemmaserve

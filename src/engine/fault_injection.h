@@ -1,14 +1,18 @@
 // Test-only faults: with the CMake option GEMMASERVE_FAULT_INJECTION (off in normal builds), the
-// environment variable GEMMASERVE_FAULT_ENGINE_STEP=N makes the engine thread's Nth step throw,
-// so tests can see what a failed engine looks like from outside (/health, requests).
+// environment variable GEMMASERVE_FAULT_ENGINE_STEP=N makes the engine thread's Nth step (and
+// every later one) throw, so tests can see what a failed engine looks like from outside (/health,
+// requests); GEMMASERVE_FAULT_ENGINE_REPLICA=R limits that to data-parallel replica R.
 #pragma once
 
 #include <cstdint>
 
 namespace gemmaserve {
 
-// Whether the engine step numbered `step` (1 = the first) must fail. Always false when the
-// build has no fault injection.
-bool engine_step_fault(uint64_t step);
+// Whether the step numbered `step` (1 = the first) of replica `replica`'s engine must fail.
+// Always false when the build has no fault injection.
+bool engine_step_fault(uint64_t step, int replica);
+
+// Whether this build has the fault hooks (tests of failures need them).
+bool fault_injection_compiled();
 
 }  // namespace gemmaserve

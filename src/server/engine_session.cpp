@@ -19,6 +19,7 @@ struct EngineSession::State {
   // Per prompt, per completion index: when its last token arrived (nullopt before the first).
   std::vector<std::vector<std::optional<Clock::time_point>>> last_token;
   AbortReason abort_reason = AbortReason::kNone;
+  std::vector<size_t> aborted_on;  // replicas that ended a request of this session by "abort"
 };
 
 std::string random_request_id(const std::string& prefix) {
@@ -80,10 +81,13 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
           metrics->observe_e2e_latency(std::chrono::duration<double>(now - state->arrival).count(),
                                        engine);
           int generated = 0;
+          bool aborted = false;
           for (const CompletionOutput& o : output.outputs) {
             generated += static_cast<int>(o.token_ids.size());
             metrics->count_finished(o.finish_reason.value_or("abort"), engine);
+            aborted = aborted || o.finish_reason.value_or("abort") == "abort";
           }
+          if (aborted) state->aborted_on.push_back(engine);
           metrics->observe_request_tokens(static_cast<int>(output.prompt_token_ids.size()),
                                           generated, engine);
           if (!state->finished[i]) {
@@ -147,6 +151,18 @@ void EngineSession::abort(AbortReason reason) {
 AbortReason EngineSession::abort_reason() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->abort_reason;
+}
+
+std::optional<std::string> EngineSession::engine_failure() const {
+  std::vector<size_t> replicas;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    replicas = state_->aborted_on;
+  }
+  for (size_t r : replicas) {
+    if (auto f = engines_.failure(r)) return f;
+  }
+  return std::nullopt;
 }
 
 }  // namespace gemmaserve

@@ -45,6 +45,9 @@ class EngineSession {
   // Aborts for `reason` (any thread); the first reason given is kept.
   void abort(AbortReason reason);
   AbortReason abort_reason() const;
+  // The failure of an engine that aborted one of this session's requests, if any: a request
+  // that finished before its replica (or another one) failed keeps its answer.
+  std::optional<std::string> engine_failure() const;
   const EngineReplicas& engines() const { return engines_; }
 
  private:

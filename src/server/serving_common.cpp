@@ -46,7 +46,7 @@ void check_waiting(int waiting, int limit) {
 std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
   const AbortReason reason = session.abort_reason();
   if (reason == AbortReason::kNone && ended) {
-    if (auto failure = session.engines().failure()) {
+    if (auto failure = session.engine_failure()) {
       return ApiError(500, "InternalServerError", "The engine stopped after an error: " + *failure);
     }
   }

@@ -4,13 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/error.h"
 #include "engine/data_parallel/engine_replicas.h"
 #include "engine/data_parallel/replica_router.h"
+#include "engine/fault_injection.h"
 #include "engine_test_support.h"
+#include "server/api_error.h"
+#include "server/engine_session.h"
 #include "server/metrics.h"
+#include "server/serving_common.h"
 
 namespace gemmaserve::enginetest {
 namespace {
@@ -211,6 +216,56 @@ TEST(DataParallelEngines, AReplicaRefusingItsShareQueuesNothingAnywhere) {
   done.wait_for(1);
   ASSERT_EQ(done.outputs.size(), 1u);
   EXPECT_EQ(done.outputs[0].outputs[0].finish_reason, "length");
+}
+
+// A replica's failure is the error of the requests it aborted, not of answers another replica
+// (or the same one, before it failed) finished.
+TEST(DataParallelEngines, AFailedReplicaFailsOnlyTheRequestsItAborted) {
+  if (!fault_injection_compiled()) {
+    GTEST_SKIP() << "needs the fault hooks (-DGEMMASERVE_FAULT_INJECTION=ON, as scripts/test)";
+  }
+  ::setenv("GEMMASERVE_FAULT_ENGINE_STEP", "3", 1);
+  ::setenv("GEMMASERVE_FAULT_ENGINE_REPLICA", "1", 1);
+  {
+    EngineReplicas replicas(two_replicas());
+    ServerMetrics metrics("tiny", 2);
+    // Replica 1 caches a prompt (its step 1), so the session below that shares it goes there.
+    std::vector<int32_t> cached = {2};
+    for (int i = 0; i < 40; ++i) cached.push_back(10 + i);
+    Finished warm;
+    std::vector<Submission> s;
+    s.push_back({prompt_request("warm", cached, 1), warm.callback()});
+    replicas.add_requests(std::move(s), {1});
+    warm.wait_for(1);
+
+    const auto submit = [](EngineSession& session, EngineRequest request) {
+      std::vector<EngineRequest> one;
+      one.push_back(std::move(request));
+      session.submit(std::move(one));
+    };
+    // As a handler does: the final outputs, or the error that ended them.
+    const auto collect = [](EngineSession& session) -> std::string {
+      try {
+        return *collect_final_outputs(session, 1)[0].outputs[0].finish_reason;
+      } catch (const ApiError& e) {
+        return std::to_string(e.status()) + " " + e.what();
+      }
+    };
+    EngineSession answered(replicas, metrics);
+    submit(answered, prompt_request("a", {2, 5, 6, 7}, 4));  // replica 0: never fails
+    EngineSession failed(replicas, metrics);
+    submit(failed, prompt_request("b", cached, 10));  // replica 1: its step 3 throws
+    EXPECT_EQ(collect(failed),
+              "500 The engine stopped after an error: engine 1: injected engine fault");
+    // Collected after replica 1 failed, replica 0's answer stands (it was a 500 before).
+    EXPECT_EQ(collect(answered), "length");
+    EXPECT_EQ(replicas.failure(), "engine 1: injected engine fault");
+    EXPECT_EQ(answered.engine_failure(), std::nullopt);
+    EXPECT_EQ(failed.engine_failure(), "engine 1: injected engine fault");
+    EXPECT_EQ(replicas.stats()[1].requests_aborted, 1u);  // "b" only: "warm" had finished
+  }
+  ::unsetenv("GEMMASERVE_FAULT_ENGINE_STEP");
+  ::unsetenv("GEMMASERVE_FAULT_ENGINE_REPLICA");
 }
 
 }  // namespace

@@ -224,12 +224,16 @@ std::vector<EngineStats> EngineReplicas::stats() const {
 
 std::optional<std::string> EngineReplicas::failure() const {
   for (size_t r = 0; r < size(); ++r) {
-    auto f = engines_[r]->failure();
-    if (!f) continue;
-    // One engine needs no name; among replicas the message says which stopped.
-    return size() == 1 ? *f : "engine " + std::to_string(r) + ": " + *f;
+    if (auto f = failure(r)) return f;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> EngineReplicas::failure(size_t replica) const {
+  auto f = engines_.at(replica)->failure();
+  if (!f) return std::nullopt;
+  // One engine needs no name; among replicas the message says which stopped.
+  return size() == 1 ? *f : "engine " + std::to_string(replica) + ": " + *f;
 }
 
 }  // namespace gemmaserve

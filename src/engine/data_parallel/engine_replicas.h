@@ -62,6 +62,8 @@ class EngineReplicas {
   std::vector<EngineStats> stats() const;
   // "engine R: ERROR" for the first replica whose engine thread stopped, if any.
   std::optional<std::string> failure() const;
+  // The same for replica `replica` alone.
+  std::optional<std::string> failure(size_t replica) const;
 
  private:
   struct Gate;
