@@ -20,7 +20,9 @@ if ! grep -q "GEMMASERVE_FUZZ:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMMASERVE_SANITIZE=ON \
     -DCMAKE_CXX_COMPILER=clang++ -DGEMMASERVE_FUZZ=ON >/dev/null
 fi
-nice -n 10 ninja -C "$build" -j"${JOBS:-1}" "fuzz_${target}" >/dev/null
+mkdir -p "$build/fuzz"
+# Runs side by side (one per core) share the build folder: one ninja at a time.
+flock "$build/fuzz/.build.lock" nice -n 10 ninja -C "$build" -j"${JOBS:-1}" "fuzz_${target}" >/dev/null
 
 work="$build/fuzz/corpus/$target" artifacts="$build/fuzz/artifacts/$target"
 mkdir -p "$work" "$artifacts"
