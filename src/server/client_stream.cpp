@@ -62,12 +62,18 @@ bool ClientStream::is_writable() const { return wait(POLLOUT, Clock::now() + io_
 
 ssize_t ClientStream::read(char* ptr, size_t size) {
   if (begin_ == end_) {
-    if (!wait(POLLIN, read_deadline_)) return -1;  // too slow: the request is cut
+    if (!wait(POLLIN, read_deadline_)) {  // too slow: the request is cut
+      read_failed_ = true;
+      return -1;
+    }
     ssize_t n;
     do {
       n = recv(fd_, buffer_.data(), buffer_.size(), 0);
     } while (n < 0 && errno == EINTR);
-    if (n <= 0) return n;
+    if (n <= 0) {
+      read_failed_ = true;
+      return n;
+    }
     begin_ = 0;
     end_ = static_cast<size_t>(n);
   }

@@ -24,6 +24,9 @@ class ClientStream : public httplib::Stream {
                         const std::function<bool()>& keep_waiting);
   // Starts a request: all of it must be read within the I/O timeout from now.
   void start_request() { read_deadline_ = Clock::now() + io_timeout_; }
+  // Whether a read timed out, failed or met the end: the connection cannot carry another request
+  // (httplib answers a body it could not read with a 400 but would keep the connection).
+  bool read_failed() const { return read_failed_; }
 
   bool is_readable() const override;
   bool is_writable() const override;
@@ -43,6 +46,7 @@ class ClientStream : public httplib::Stream {
   // httplib reads request lines a byte at a time: buffer the socket.
   std::array<char, 4096> buffer_{};
   size_t begin_ = 0, end_ = 0;
+  bool read_failed_ = false;
 };
 
 }  // namespace gemmaserve

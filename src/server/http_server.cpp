@@ -122,7 +122,7 @@ bool MonitoredServer::process_and_close_socket(socket_t sock) {
       bool closed = false;
       ok = process_request(stream, left == 1 || !listening(), closed, nullptr);
       monitor_.release();
-      if (!ok || closed) break;
+      if (!ok || closed || stream.read_failed()) break;
     }
     monitor_.close();
   }
