@@ -1,6 +1,8 @@
 // Test-only faults: with the CMake option GEMMASERVE_FAULT_INJECTION (off in normal builds), the
 // environment variable GEMMASERVE_FAULT_ENGINE_STEP=N makes the engine thread's Nth step throw,
-// so tests can see what a failed engine looks like from outside (/health, requests).
+// so tests can see what a failed engine looks like from outside (/health, requests), and
+// GEMMASERVE_FAULT_LOAD_DELAY_MS=N makes loading the model's weights take N ms longer, so tests
+// can signal a server while it loads.
 #pragma once
 
 #include <cstdint>
@@ -10,5 +12,9 @@ namespace gemmaserve {
 // Whether the engine step numbered `step` (1 = the first) must fail. Always false when the
 // build has no fault injection.
 bool engine_step_fault(uint64_t step);
+
+// Sleeps GEMMASERVE_FAULT_LOAD_DELAY_MS, after logging that it does. Nothing when the build has
+// no fault injection.
+void model_load_fault_delay();
 
 }  // namespace gemmaserve
