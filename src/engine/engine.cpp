@@ -141,6 +141,7 @@ Engine::Engine(const EngineArgs& args)
       quant_bar->update(done);
     };
   }
+  model_load_fault_delay();
   ModelWeights weights = load_model_weights(
       dir,
       [&](size_t done, size_t total) {

@@ -1,7 +1,11 @@
 #include "engine/fault_injection.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
+
+#include "core/logging.h"
 
 namespace gemmaserve {
 
@@ -16,9 +20,18 @@ bool engine_step_fault(uint64_t step, int replica) {
   return fail_at != 0 && step >= fail_at;
 }
 bool fault_injection_compiled() { return true; }
+
+void model_load_fault_delay() {
+  const char* env = std::getenv("GEMMASERVE_FAULT_LOAD_DELAY_MS");
+  if (env == nullptr || *env == '\0') return;
+  const auto delay = std::chrono::milliseconds(std::stoll(env));
+  GS_LOG_INFO << "fault injection: loading the weights " << delay.count() << " ms late";
+  std::this_thread::sleep_for(delay);
+}
 #else
 bool engine_step_fault(uint64_t, int) { return false; }
 bool fault_injection_compiled() { return false; }
+void model_load_fault_delay() {}
 #endif
 
 }  // namespace gemmaserve

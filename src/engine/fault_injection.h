@@ -2,6 +2,8 @@
 // environment variable GEMMASERVE_FAULT_ENGINE_STEP=N makes the engine thread's Nth step (and
 // every later one) throw, so tests can see what a failed engine looks like from outside (/health,
 // requests); GEMMASERVE_FAULT_ENGINE_REPLICA=R limits that to data-parallel replica R.
+// GEMMASERVE_FAULT_LOAD_DELAY_MS=N makes loading the model's weights take N ms longer, so tests
+// can signal a server while it loads.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +16,9 @@ bool engine_step_fault(uint64_t step, int replica);
 
 // Whether this build has the fault hooks (tests of failures need them).
 bool fault_injection_compiled();
+
+// Sleeps GEMMASERVE_FAULT_LOAD_DELAY_MS, after logging that it does. Nothing when the build has
+// no fault injection.
+void model_load_fault_delay();
 
 }  // namespace gemmaserve

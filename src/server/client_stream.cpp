@@ -27,8 +27,23 @@ void socket_name(int fd, bool peer, std::string& ip, int& port) {
 
 }  // namespace
 
-ClientStream::ClientStream(int fd, std::chrono::milliseconds io_timeout)
-    : fd_(fd), io_timeout_(io_timeout), read_deadline_(Clock::now() + io_timeout) {}
+ClientStream::ClientStream(int fd, std::chrono::milliseconds io_timeout, RequestLimits limits)
+    : fd_(fd),
+      io_timeout_(io_timeout),
+      read_deadline_(Clock::now() + io_timeout),
+      limits_(limits) {}
+
+void ClientStream::start_request() {
+  read_deadline_ = Clock::now() + io_timeout_;
+  in_body_ = false;
+  part_bytes_ = 0;
+  overflow_ = Overflow::kNone;
+}
+
+void ClientStream::start_body() {
+  in_body_ = true;
+  part_bytes_ = 0;
+}
 
 bool ClientStream::wait(short events, Clock::time_point deadline) const {
   for (;;) {
@@ -61,6 +76,12 @@ bool ClientStream::is_readable() const { return begin_ < end_ || wait(POLLIN, re
 bool ClientStream::is_writable() const { return wait(POLLOUT, Clock::now() + io_timeout_); }
 
 ssize_t ClientStream::read(char* ptr, size_t size) {
+  const size_t limit = in_body_ ? limits_.body_bytes : limits_.header_bytes;
+  if (part_bytes_ >= limit) {
+    overflow_ = in_body_ ? Overflow::kBody : Overflow::kHeaders;
+    return -1;
+  }
+  size = std::min(size, limit - part_bytes_);
   if (begin_ == end_) {
     if (!wait(POLLIN, read_deadline_)) {  // too slow: the request is cut
       read_failed_ = true;
@@ -80,6 +101,7 @@ ssize_t ClientStream::read(char* ptr, size_t size) {
   const size_t n = std::min(size, end_ - begin_);
   std::memcpy(ptr, buffer_.data() + begin_, n);
   begin_ += n;
+  part_bytes_ += n;
   return static_cast<ssize_t>(n);
 }
 

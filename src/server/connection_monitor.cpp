@@ -59,6 +59,15 @@ void ConnectionMonitor::close() {
   by_thread_.erase(std::this_thread::get_id());
 }
 
+void ConnectionMonitor::begin_request() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = by_thread_.find(std::this_thread::get_id());
+  if (it == by_thread_.end() || it->second.busy) return;
+  it->second.busy = true;
+  it->second.began_before_drain = !draining_;
+  ++num_busy_;
+}
+
 void ConnectionMonitor::watch(const std::shared_ptr<EngineSession>& session) {
   AbortReason abort_now = AbortReason::kNone;
   {
@@ -87,12 +96,17 @@ void ConnectionMonitor::release() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = by_thread_.find(std::this_thread::get_id());
-    if (it == by_thread_.end() || it->second.key == 0) return;
+    if (it == by_thread_.end()) return;
     Connection& c = it->second;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
-    watched_.erase(c.key);
-    c.key = 0;
-    c.session.reset();
+    if (!c.busy && c.key == 0) return;
+    if (c.busy) --num_busy_;
+    c.busy = false;
+    if (c.key != 0) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+      watched_.erase(c.key);
+      c.key = 0;
+      c.session.reset();
+    }
   }
   released_.notify_all();
 }
@@ -107,9 +121,30 @@ int ConnectionMonitor::num_watched() const {
   return static_cast<int>(watched_.size());
 }
 
-bool ConnectionMonitor::wait_unwatched(Clock::time_point deadline) {
+int ConnectionMonitor::num_busy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return num_busy_;
+}
+
+bool ConnectionMonitor::wait_requests_done(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return released_.wait_until(lock, deadline, [&] { return watched_.empty(); });
+  return released_.wait_until(lock, deadline, [&] { return num_busy_ == 0; });
+}
+
+void ConnectionMonitor::start_draining() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  draining_ = true;
+}
+
+bool ConnectionMonitor::draining() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return draining_;
+}
+
+bool ConnectionMonitor::began_before_drain() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = by_thread_.find(std::this_thread::get_id());
+  return it != by_thread_.end() && it->second.busy && it->second.began_before_drain;
 }
 
 void ConnectionMonitor::abort_all(AbortReason reason) {

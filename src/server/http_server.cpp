@@ -33,21 +33,37 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 // httplib's ThreadPool has a fixed size, and every open SSE stream holds a worker for its whole
-// life; this queue starts a worker whenever none is idle, up to `max_threads`.
+// life; this queue starts a worker whenever none is idle, up to `max_threads`. Past that, at most
+// `max_queued` connections wait for a worker; each one more is shed: its job runs at once on the
+// accepting thread with shedding() true, and must only answer and close (a flood cannot hold
+// descriptors in the queue).
 class GrowingTaskQueue : public httplib::TaskQueue {
  public:
-  explicit GrowingTaskQueue(size_t max_threads) : max_threads_(max_threads) {}
+  GrowingTaskQueue(size_t max_threads, size_t max_queued)
+      : max_threads_(max_threads), max_queued_(max_queued) {}
   ~GrowingTaskQueue() override { shutdown(); }
+
+  static bool shedding() { return shedding_; }
 
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.push_back(std::move(fn));
-      if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
-        threads_.emplace_back([this] { work(); });
+      const bool worker_free = idle_ > jobs_.size() || threads_.size() < max_threads_;
+      if (worker_free || jobs_.size() < max_queued_) {
+        jobs_.push_back(std::move(fn));
+        if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
+          threads_.emplace_back([this] { work(); });
+        }
+        fn = nullptr;
       }
     }
-    wake_.notify_one();
+    if (!fn) {
+      wake_.notify_one();
+      return;
+    }
+    shedding_ = true;
+    fn();
+    shedding_ = false;
   }
 
   void shutdown() override {
@@ -77,7 +93,9 @@ class GrowingTaskQueue : public httplib::TaskQueue {
     }
   }
 
+  static thread_local bool shedding_;
   size_t max_threads_;
+  size_t max_queued_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> jobs_;
@@ -86,49 +104,125 @@ class GrowingTaskQueue : public httplib::TaskQueue {
   bool stopping_ = false;
 };
 
+thread_local bool GrowingTaskQueue::shedding_ = false;
+
+// The stream the calling worker serves: httplib's error handler gets none, and asks this one
+// whether the request passed a size limit.
+thread_local const ClientStream* t_client_stream = nullptr;
+
+ClientStream::Overflow request_overflow() {
+  return t_client_stream ? t_client_stream->overflow() : ClientStream::Overflow::kNone;
+}
+
+// Headers are counted apart from the body: 64 KiB is 4x uvicorn's (h11's) 16 KiB.
+constexpr size_t kMaxHeaderBytes = size_t{64} << 10;
+// A chunked body is counted on the wire: room for its chunk-size lines.
+constexpr size_t kChunkFramingBytes = size_t{1} << 20;
+
 // httplib's Server with our connection loop: the connection cap, ClientStream's time limits,
 // and the monitor's watch on each request's client (0.11 tells a handler nothing of them).
 class MonitoredServer : public httplib::Server {
  public:
-  MonitoredServer(ConnectionMonitor& monitor, std::chrono::milliseconds io_timeout)
-      : monitor_(monitor), io_timeout_(io_timeout) {}
+  MonitoredServer(ConnectionMonitor& monitor, std::chrono::milliseconds io_timeout,
+                  size_t max_body_bytes)
+      : monitor_(monitor),
+        io_timeout_(io_timeout),
+        limits_{kMaxHeaderBytes, max_body_bytes + kChunkFramingBytes} {
+    // Once draining, every response closes its connection (the client reconnects elsewhere).
+    set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+      if (monitor_.draining() && !res.has_header("Connection")) {
+        res.headers.erase("Keep-Alive");
+        res.set_header("Connection", "close");
+      }
+    });
+  }
 
   // httplib listens with a backlog of 5; a burst of clients needs the system's maximum.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+  // Closes the listening socket so listen() ends, or never starts serving: httplib's stop()
+  // does nothing before listen() has started.
+  void close_listener() {
+    const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+    if (sock == INVALID_SOCKET) return;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
 
  private:
   bool process_and_close_socket(socket_t sock) override;
   void refuse(socket_t sock);
+  std::string refusal() const;
 
   ConnectionMonitor& monitor_;
   std::chrono::milliseconds io_timeout_;
+  RequestLimits limits_;
 };
+
+// After the answer: the client's unread bytes (up to a bound, or `linger`) are read, so that
+// closing does not reset the connection and lose the answer.
+void close_after_answer(ClientStream& stream, std::chrono::milliseconds linger) {
+  ::shutdown(stream.socket(), SHUT_WR);
+  ClientStream drain(stream.socket(), linger);
+  std::array<char, 16384> sink{};
+  for (size_t total = 0; total < (size_t{16} << 20) && drain.is_readable(); total += sink.size()) {
+    if (drain.read(sink.data(), sink.size()) <= 0) break;
+  }
+}
 
 bool MonitoredServer::process_and_close_socket(socket_t sock) {
   bool ok = true;
-  if (!monitor_.open(sock)) {
+  if (GrowingTaskQueue::shedding()) {
+    const std::string answer = refusal();
+    ::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
+  } else if (!monitor_.open(sock)) {
     refuse(sock);
   } else {
     // A fixed send buffer bounds what a client that stops reading can leave queued.
     const int send_buffer = 256 << 10;
     setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
-    ClientStream stream(sock, io_timeout_);
+    ClientStream stream(sock, io_timeout_, limits_);
+    t_client_stream = &stream;
     const auto listening = [this] { return svr_sock_ != INVALID_SOCKET; };
+    const auto headers_read = [&stream](httplib::Request& req) {
+      stream.start_body();
+      // RFC 9112 6.3: no Content-Length nor Transfer-Encoding is an empty body (uvicorn reads it
+      // so); httplib would read to the end of the connection.
+      if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+        req.set_header("Content-Length", "0");
+      }
+    };
     for (size_t left = keep_alive_max_count_; left > 0; --left) {
       if (!stream.wait_for_request(std::chrono::seconds(keep_alive_timeout_sec_), listening)) {
         break;
       }
+      monitor_.begin_request();
       stream.start_request();
       bool closed = false;
-      ok = process_request(stream, left == 1 || !listening(), closed, nullptr);
+      ok = process_request(stream, left == 1 || !listening() || monitor_.draining(), closed,
+                           headers_read);
       monitor_.release();
-      if (!ok || closed || stream.read_failed()) break;
+      if (stream.overflow() != ClientStream::Overflow::kNone) {
+        close_after_answer(stream, std::chrono::milliseconds(500));
+        break;
+      }
+      if (!ok || closed || stream.read_failed() || monitor_.draining()) break;
     }
+    t_client_stream = nullptr;
     monitor_.close();
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;
+}
+
+std::string MonitoredServer::refusal() const {
+  const std::string body =
+      dump_json(error_json(503, "ServiceUnavailableError",
+                           "Too many open connections (--max-connections " +
+                               std::to_string(monitor_.max_connections()) + "). Retry later.",
+                           std::nullopt));
+  return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
 }
 
 // Past --max-connections: a 503 with an OpenAI error, then close. The request is read first
@@ -146,19 +240,9 @@ void MonitoredServer::refuse(socket_t sock) {
       break;
     }
   }
-  const std::string body =
-      dump_json(error_json(503, "ServiceUnavailableError",
-                           "Too many open connections (--max-connections " +
-                               std::to_string(monitor_.max_connections()) + "). Retry later.",
-                           std::nullopt));
-  const std::string response =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+  const std::string response = refusal();
   stream.write(response.data(), response.size());
-  ::shutdown(sock, SHUT_WR);
-  stream.start_request();
-  while (stream.is_readable() && stream.read(sink.data(), sink.size()) > 0) {
-  }
+  close_after_answer(stream, std::chrono::milliseconds(200));
 }
 
 std::string status_phrase(int status) {
@@ -173,6 +257,8 @@ std::string status_phrase(int status) {
       return "Method Not Allowed";
     case 413:
       return "Request Entity Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
     case 501:
@@ -287,22 +373,29 @@ HttpServer::HttpServer(ServingContext& ctx)
                                                    ctx.options.request_timeout_s)) {
   const auto io_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::max(ctx.options.http_timeout_s, 0.001) * 1000));
-  server_ = std::make_unique<MonitoredServer>(*monitor_, io_timeout);
+  server_ =
+      std::make_unique<MonitoredServer>(*monitor_, io_timeout, ctx.options.max_request_size_bytes);
   raise_descriptor_limit(ctx.options.max_connections);
   // Connections past the cap still get a thread, to be answered 503 and closed.
   const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8)) + 64;
+  // Beyond that, connections wait for a thread up to this bound; more are shed (503, closed).
+  const size_t max_queued = max_threads;
   // httplib takes ownership of the returned queue (its API needs a raw pointer).
-  server_->new_task_queue = [max_threads] { return new GrowingTaskQueue(max_threads); };
+  server_->new_task_queue = [max_threads, max_queued] {
+    return new GrowingTaskQueue(max_threads, max_queued);
+  };
   server_->set_keep_alive_max_count(100000);
   server_->set_payload_max_length(ctx.options.max_request_size_bytes);
   ConnectionMonitor* monitor = monitor_.get();
   ctx_.watch_session = [monitor](const std::shared_ptr<EngineSession>& s) { monitor->watch(s); };
+  ctx_.request_began_before_drain = [monitor] { return monitor->began_before_drain(); };
   register_routes();
 }
 
 HttpServer::~HttpServer() {
   stop();
   ctx_.watch_session = nullptr;
+  ctx_.request_began_before_drain = nullptr;
 }
 
 int HttpServer::bind(const std::string& host, int port) {
@@ -319,23 +412,24 @@ int HttpServer::bind(const std::string& host, int port) {
 bool HttpServer::listen() { return server_->listen_after_bind(); }
 
 void HttpServer::stop() {
-  if (server_ && server_->is_running()) server_->stop();
+  if (server_) static_cast<MonitoredServer&>(*server_).close_listener();
 }
 
 void HttpServer::shut_down(double timeout_s) {
   ctx_.admission.start_draining();
-  const int running = monitor_->num_watched();
-  GS_LOG_INFO << "draining: " << running << " request(s) in flight, --shutdown-timeout "
-              << timeout_s << " s";
+  monitor_->start_draining();
+  GS_LOG_INFO << "draining: " << monitor_->num_busy() << " request(s) in flight ("
+              << monitor_->num_watched() << " generating), --shutdown-timeout " << timeout_s
+              << " s";
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  if (!monitor_->wait_unwatched(deadline)) {
-    GS_LOG_WARNING << "aborting " << monitor_->num_watched()
-                   << " request(s) still running at the shutdown timeout";
+  if (!monitor_->wait_requests_done(deadline)) {
+    GS_LOG_WARNING << "aborting " << monitor_->num_busy()
+                   << " request(s) still in flight at the shutdown timeout";
   }
   monitor_->abort_all(AbortReason::kShutdown);
   // Aborted requests answer at once; a client that does not read gets the I/O timeout at most.
-  monitor_->wait_unwatched(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  monitor_->wait_requests_done(std::chrono::steady_clock::now() + std::chrono::seconds(2));
   stop();
   monitor_->cut_all();  // keep-alive waits and stalled writes end now
 }
@@ -361,8 +455,15 @@ void HttpServer::register_routes() {
   s.set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        // httplib answers a read that the stream's size limit failed with a 400.
+        if (request_overflow() == ClientStream::Overflow::kHeaders) res.status = 431;
+        if (request_overflow() == ClientStream::Overflow::kBody) res.status = 413;
         std::string message = status_phrase(res.status);
         if (res.status == 413) message = "Request body too large (see --max-request-size-mb)";
+        if (res.status == 431) {
+          message = "Request line and headers too large (more than " +
+                    std::to_string(kMaxHeaderBytes >> 10) + " KiB)";
+        }
         res.set_content(
             dump_json(error_json(res.status, status_phrase(res.status), message, std::nullopt)),
             "application/json");

@@ -58,20 +58,24 @@ std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
   return std::nullopt;
 }
 
+bool began_before_drain(const ServingContext& ctx) {
+  return ctx.request_began_before_drain && ctx.request_began_before_drain();
+}
+
 }  // namespace
 
 void check_overload(const ServingContext& ctx) {
-  if (ctx.admission.draining()) throw shutting_down_error();
+  if (ctx.admission.draining() && !began_before_drain(ctx)) throw shutting_down_error();
   check_waiting(total_waiting(ctx.replicas), ctx.options.max_waiting_requests);
 }
 
 void AdmissionGate::submit(const EngineReplicas& engines, EngineSession& session,
-                           std::vector<EngineRequest> requests, int limit) {
+                           std::vector<EngineRequest> requests, int limit, bool before_drain) {
   int sequences = 0;
   for (const EngineRequest& r : requests) sequences += std::max(r.params.n, 1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (draining_) throw shutting_down_error();
+    if (draining_ && !before_drain) throw shutting_down_error();
     check_waiting(total_waiting(engines) + queuing_, limit);
     queuing_ += sequences;
   }
@@ -90,7 +94,7 @@ std::shared_ptr<EngineSession> start_session(ServingContext& ctx,
                                              std::vector<EngineRequest> requests) {
   auto session = std::make_shared<EngineSession>(ctx.replicas, ctx.metrics);
   ctx.admission.submit(ctx.replicas, *session, std::move(requests),
-                       ctx.options.max_waiting_requests);
+                       ctx.options.max_waiting_requests, began_before_drain(ctx));
   if (ctx.watch_session) ctx.watch_session(session);
   return session;
 }

@@ -27,15 +27,15 @@
 namespace gemmaserve {
 
 // Admission of generation requests: the waiting-queue bound is checked and the requests queued
-// as one step, so simultaneous requests cannot all pass the check; nothing is admitted while the
-// server drains for shutdown.
+// as one step, so simultaneous requests cannot all pass the check; while the server drains for
+// shutdown only requests that began before it are admitted.
 class AdmissionGate {
  public:
-  // Queues the session's requests, or throws 503 ServiceUnavailableError (draining, or
-  // `limit` > 0 sequences already waiting or being queued).
+  // Queues the session's requests, or throws 503 ServiceUnavailableError (draining, unless the
+  // request began `before_drain`; or `limit` > 0 sequences already waiting or being queued).
   void submit(const EngineReplicas& engines, EngineSession& session,
-              std::vector<EngineRequest> requests, int limit);
-  // From now on every generation request gets 503 (SIGTERM).
+              std::vector<EngineRequest> requests, int limit, bool before_drain);
+  // From now on generation requests that begin get 503 (SIGTERM).
   void start_draining() { draining_ = true; }
   bool draining() const { return draining_; }
 
@@ -64,6 +64,9 @@ struct ServingContext {
   // Set by the HTTP layer: ties a request's session to its client connection (disconnects,
   // --request-timeout and shutdown abort it). Called on the request's own thread.
   std::function<void(const std::shared_ptr<EngineSession>&)> watch_session;
+  // Set by the HTTP layer: whether the calling thread's request began before SIGTERM (the drain
+  // waits for it, so it is still admitted). Unset: no request is admitted while draining.
+  std::function<bool()> request_began_before_drain;
   const std::string& model_name() const { return options.served_model_names.front(); }
 };
 
@@ -79,7 +82,8 @@ struct ServingResponse {
 
 // 404 NotFoundError unless `model` is absent or one of the served names.
 void check_model_name(const ServingContext& ctx, const std::optional<std::string>& model);
-// 503 ServiceUnavailableError when more than --max-waiting-requests wait.
+// 503 ServiceUnavailableError when more than --max-waiting-requests wait, or when the server
+// drains and the request began after SIGTERM.
 void check_overload(const ServingContext& ctx);
 // A session with `requests` admitted (AdmissionGate) and queued, watched by the HTTP layer.
 std::shared_ptr<EngineSession> start_session(ServingContext& ctx,

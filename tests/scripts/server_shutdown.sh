@@ -32,15 +32,7 @@ sigterm_run() {
   cat <&"${CHECK_PROC[0]}" || true
   wait "$check_pid" || rc=$?
   [ "$rc" -eq 0 ] || fail "$check failed"
-  for _ in $(seq 300); do
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$SERVER_PID" 2>/dev/null && fail "server still running 30 s after SIGTERM"
-  local server_rc=0
-  wait "$SERVER_PID" || server_rc=$?
-  SERVER_PID=""
-  [ "$server_rc" -eq 0 ] || fail "server exited with $server_rc after SIGTERM"
+  wait_server_exit 30 || fail "$check: no clean exit"
   echo "$check: server exited 0"
 }
 

@@ -385,10 +385,12 @@ def connection_cap(args):
     """--max-connections N: N open connections, the next gets 503 + an OpenAI error, then close."""
     host, port = host_port(args.base_url)
     held = [socket.create_connection((host, port)) for _ in range(args.max_connections)]
-    # The server has accepted them all once a request on one of them is answered.
-    held[0].sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-    held[0].settimeout(10)
-    expect(held[0].recv(4096).startswith(b"HTTP/1.1 200"), "held connection not served")
+    # All are open once each is answered (workers open them in any order: a later connection
+    # could take a slot first).
+    for s in held:
+        s.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        s.settimeout(10)
+        expect(s.recv(4096).startswith(b"HTTP/1.1 200"), "held connection not served")
     def refused():
         s = socket.create_connection((host, port))
         s.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
@@ -504,23 +506,32 @@ CHECKS = {f.__name__: f for f in [
     abort_at_timeout, preempted_abort, failed_engine]}
 
 
-def main():
+def run_check(checks, add_arguments=None):
+    """Runs the check named on the command line (with --base-url and the options shared by these
+    checks, plus those `add_arguments` adds): 0, or 1 after printing its failure."""
     p = argparse.ArgumentParser()
-    p.add_argument("check", choices=sorted(CHECKS))
+    p.add_argument("check", choices=sorted(checks))
     p.add_argument("--base-url", required=True)
     p.add_argument("--model", default="tiny")
-    p.add_argument("--http-timeout", type=float, default=2)
-    p.add_argument("--max-waiting", type=int, default=16)
     p.add_argument("--max-connections", type=int, default=8)
     p.add_argument("--connections", type=int, default=1000)
-    p.add_argument("--requests", type=int, default=6)
+    if add_arguments:
+        add_arguments(p)
     args = p.parse_args()
     try:
-        CHECKS[args.check](args)
+        checks[args.check](args)
     except CheckFailed as e:
         print(f"FAIL: {args.check}: {e}")
         return 1
     return 0
+
+
+def main():
+    def more(p):
+        p.add_argument("--http-timeout", type=float, default=2)
+        p.add_argument("--max-waiting", type=int, default=16)
+        p.add_argument("--requests", type=int, default=6)
+    return run_check(CHECKS, more)
 
 
 if __name__ == "__main__":

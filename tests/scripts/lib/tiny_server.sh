@@ -49,6 +49,24 @@ stop_tiny_server() {
   SERVER_PID=""
 }
 
+# wait_server_exit SECONDS: reaps the server once it exits (polled, bounded); returns 1, saying
+# why, unless it exited 0 within SECONDS.
+wait_server_exit() {
+  local server_rc=0
+  for _ in $(seq "$(($1 * 10))"); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "server still running $1 s after SIGTERM"
+    return 1
+  fi
+  wait "$SERVER_PID" || server_rc=$?
+  SERVER_PID=""
+  [ "$server_rc" -eq 0 ] || echo "server exited with $server_rc after SIGTERM"
+  [ "$server_rc" -eq 0 ]
+}
+
 # finish_with_server_log STATUS: exits with STATUS, failing when the server died meanwhile and
 # showing its log on any failure.
 finish_with_server_log() {
