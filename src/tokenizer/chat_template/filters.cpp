@@ -247,6 +247,7 @@ Value do_format(const Value& v, const CallArgs& args) {
     } else {
       throw TemplateError(std::string("unsupported format character '") + spec + "'");
     }
+    check_text_size(out.size());
   }
   if (next < args.positional.size()) {
     throw TemplateError("not all arguments converted during string formatting");
@@ -421,6 +422,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
         if (!first) out += sep;
         first = false;
         out += to_str(key(item));
+        check_text_size(out.size());
       }
       return Value::string(out);
     };
@@ -614,6 +616,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       auto a = bind_args(args, {"linecount", "fill_with"}, "batch");
       int64_t n = int_arg(a[0], 0, "batch");
       if (n <= 0) throw TemplateError("batch linecount must be positive");
+      if (a[1] && !a[1]->is_none()) check_list_size(static_cast<size_t>(n));  // filled up to n
       std::vector<Value> out;
       std::vector<Value> tmp;
       for (const Value& item : iterate(v)) {
@@ -635,6 +638,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       auto a = bind_args(args, {"slices", "fill_with"}, "slice");
       int64_t slices = int_arg(a[0], 0, "slice");
       if (slices <= 0) throw TemplateError("slice count must be positive");
+      check_list_size(static_cast<size_t>(slices));
       std::vector<Value> seq = iterate(v);
       int64_t len = static_cast<int64_t>(seq.size());
       int64_t per = len / slices;

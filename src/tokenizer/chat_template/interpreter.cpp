@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template/interpreter.h"
 
+#include <algorithm>
+
 #include "tokenizer/chat_template/builtins.h"
 
 namespace gemmaserve::jinja {
@@ -30,6 +32,16 @@ class Interpreter {
       for (const auto& [key, value] : context.dict_object().items()) root_->set(key, value);
     }
   }
+
+  // A namespace may have been made to hold itself (`{% set ns.me = ns %}`): emptying every
+  // namespace the template assigned to frees such cycles, which reference counts never would.
+  ~Interpreter() {
+    for (const auto& [address, assigned] : assigned_namespaces_) {
+      if (std::shared_ptr<DictObject> attributes = assigned.lock()) attributes->clear();
+    }
+  }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string run(const Body& body) {
     std::string out;
@@ -76,6 +88,7 @@ class Interpreter {
     line_ = s.line;
     switch (s.kind) {
       case StmtKind::kOutput:
+        charge_render_bytes(s.text.size());
         out += s.text;
         check_text_size(out.size());
         return Flow::kNormal;
@@ -108,12 +121,14 @@ class Interpreter {
         return Flow::kNormal;
       case StmtKind::kCallBlock:
         out += to_str(exec_call_block(s, frame));
+        check_text_size(out.size());
         return Flow::kNormal;
       case StmtKind::kFilterBlock: {
         std::string text;
         exec_body(s.bodies[0], frame, text);
         Value v = Value::string(std::move(text));
         out += to_str(eval_filter(*s.expr, frame, &v));
+        check_text_size(out.size());
         return Flow::kNormal;
       }
       case StmtKind::kWith: {
@@ -158,10 +173,19 @@ class Interpreter {
       if (!target || !target->is_namespace()) {
         throw TemplateError("cannot assign attribute on non-namespace object");
       }
+      remember_assigned(target->dict_ptr());
       target->dict_object().set(s.attr, std::move(v));
       return;
     }
     assign_targets(s, frame, v);
+  }
+
+  void remember_assigned(const std::shared_ptr<DictObject>& attributes) {
+    std::weak_ptr<DictObject>& slot = assigned_namespaces_[attributes.get()];
+    if (slot.expired()) slot = attributes;  // a dead namespace's address may be reused
+    if (assigned_namespaces_.size() < prune_assigned_at_) return;
+    std::erase_if(assigned_namespaces_, [](const auto& entry) { return entry.second.expired(); });
+    prune_assigned_at_ = std::max<size_t>(1024, 2 * assigned_namespaces_.size());
   }
 
   void run_loop(const Stmt& s, const FramePtr& frame, const Value& iterable, int depth,
@@ -448,6 +472,11 @@ class Interpreter {
     return !contains(b, a);  // "notin"
   }
 
+  // First, so that it is open while anything below is built and still open while it is freed.
+  RenderBytesBudget bytes_budget_;
+  // Every namespace a `set ns.attr` wrote to, by address; emptied when the rendering ends.
+  std::unordered_map<const DictObject*, std::weak_ptr<DictObject>> assigned_namespaces_;
+  size_t prune_assigned_at_ = 1024;
   DictObject globals_;
   FramePtr root_;
   std::vector<FramePtr> pinned_;

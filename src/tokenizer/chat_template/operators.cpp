@@ -70,10 +70,15 @@ double float_floor_div(double a, double b) {
 
 Value repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.is_string() ? seq.as_string().size() : seq.items().size();
-  if (n > 0 && unit > 0)
-    check_text_size(unit > kMaxTextBytes / static_cast<uint64_t>(n)
-                        ? kMaxTextBytes + 1
-                        : unit * static_cast<size_t>(n));
+  if (n <= 0 || unit == 0) n = 0;  // `'' * 10**18` is '' at once, not after 10**18 appends
+  const size_t total = n > 0 && unit > kMaxTextBytes / static_cast<uint64_t>(n)
+                           ? kMaxTextBytes + 1
+                           : unit * static_cast<size_t>(n);
+  if (seq.is_string()) {
+    check_text_size(total);
+  } else {
+    check_list_size(total);
+  }
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -128,17 +133,23 @@ const std::string& require_string(const Value& v, const char* method) {
   return v.as_string();
 }
 
-// Python's str.startswith/endswith with a str or a tuple of str.
-bool affix_match(const std::string& s, const Value& affix, bool prefix, const char* method) {
-  if (affix.is_list()) {
-    for (const Value& v : affix.items()) {
-      if (affix_match(s, v, prefix, method)) return true;
-    }
-    return false;
-  }
-  const std::string& a = require_string(affix, method);
+bool affix_match_one(const std::string& s, const std::string& a, bool prefix) {
   if (a.size() > s.size()) return false;
+  charge_render_bytes(a.size());
   return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+}
+
+// Python's str.startswith/endswith with a str or a tuple of str (one level, as Python has it).
+bool affix_match(const std::string& s, const Value& affix, bool prefix, const char* method) {
+  if (!affix.is_list()) return affix_match_one(s, require_string(affix, method), prefix);
+  for (const Value& v : affix.items()) {
+    if (!v.is_string()) {
+      throw TemplateError(std::string("tuple for ") + method + " must only contain str, not " +
+                          type_name(v));
+    }
+    if (affix_match_one(s, v.as_string(), prefix)) return true;
+  }
+  return false;
 }
 
 Value string_list(const std::vector<std::string>& parts) {
@@ -154,9 +165,10 @@ int64_t char_index(const std::string& s, size_t byte_offset) {
 }
 
 std::optional<Value> string_method(const Value& obj, const std::string& name) {
-  const std::string& s = obj.as_string();
+  // The method holds the shared string (a copy of a 60 MB string per `s.strip` would be free work).
   auto bind = [&](auto fn) {
-    return Value::callable(name, [s, name, fn](CallArgs& args) { return fn(s, args, name); });
+    return Value::callable(
+        name, [obj, name, fn](CallArgs& args) { return fn(obj.as_string(), args, name); });
   };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     return bind([](const std::string& s, CallArgs& args, const std::string& n) {
@@ -212,6 +224,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
       if (!a[0]) throw TemplateError(n + "() takes at least 1 argument (0 given)");
       const std::string& sub = require_string(*a[0], n.c_str());
       if (n == "count") return Value::integer(py_count(s, sub));
+      charge_render_bytes(s.size());
       size_t pos = (n == "find" || n == "index") ? s.find(sub) : s.rfind(sub);
       if (pos == std::string::npos) {
         if (n == "index" || n == "rindex") throw TemplateError("substring not found");
@@ -233,6 +246,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
         if (!first) out += s;
         first = false;
         out += v.as_string();
+        check_text_size(out.size());
       }
       return Value::string(std::move(out));
     });
@@ -330,6 +344,7 @@ std::optional<Value> dict_method(const Value& obj, const std::string& name) {
   if (name == "copy") {
     return Value::callable(name, [obj](CallArgs& args) {
       bind_args(args, {}, "copy");
+      charge_render_bytes(obj.dict_object().size() * sizeof(Value));
       return Value::dict(std::make_shared<DictObject>(obj.dict_object()));
     });
   }
@@ -409,6 +424,10 @@ std::vector<std::optional<Value>> bind_args(const CallArgs& args,
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
+    if (a.is_string() && b.is_string()) {  // sized before anything is copied
+      check_text_size(a.as_string().size() + b.as_string().size());
+      return Value::string(a.as_string() + b.as_string());
+    }
     std::string text = to_str(a);
     const std::string right = to_str(b);
     check_text_size(text.size() + right.size());
@@ -428,7 +447,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value::string(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
-      check_text_size(a.items().size() + b.items().size());
+      check_list_size(a.items().size() + b.items().size());
       std::vector<Value> out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -479,10 +498,13 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "**") {
     if (!numbers) unsupported("** or pow()", a, b);
     if (!any_float && b.as_int() >= 0) {
+      // By squaring: `1 ** 10**18` takes 60 rounds, not 10**18. A square that overflows while
+      // bits remain means the result would overflow too (|base| >= 2 only grows).
       int64_t result = 1;
       int64_t base = a.as_int();
-      for (int64_t e = b.as_int(); e > 0; --e) {
-        result = checked_mul(result, base);
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+        if (e & 1) result = checked_mul(result, base);
+        if (e > 1) base = checked_mul(base, base);
       }
       return Value::integer(result);
     }
@@ -515,6 +537,7 @@ bool contains(const Value& container, const Value& item) {
         throw TemplateError("'in <string>' requires string as left operand, not " +
                             type_name(item));
       }
+      charge_render_bytes(container.as_string().size());
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Kind::kList:
       for (const Value& v : container.items()) {

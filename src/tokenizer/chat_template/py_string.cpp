@@ -9,6 +9,7 @@
 namespace gemmaserve::jinja {
 
 std::u32string decode_utf8(std::string_view s) {
+  charge_render_bytes(s.size());
   std::u32string out;
   out.reserve(s.size());
   for (size_t pos = 0; pos < s.size();) {
@@ -39,6 +40,7 @@ std::string encode_utf8(std::u32string_view s) {
 }
 
 size_t code_point_count(std::string_view s) {
+  charge_render_bytes(s.size());
   size_t n = 0;
   for (size_t pos = 0; pos < s.size(); pos += utf8::char_length(s, pos)) ++n;
   return n;
@@ -47,6 +49,24 @@ size_t code_point_count(std::string_view s) {
 bool is_py_space(char32_t c) { return (c >= 0x1C && c <= 0x1F) || utf8::is_whitespace(c); }
 
 namespace {
+
+// The parts of split/splitlines, each charged to the render's byte budget as the string value it
+// becomes: splitting 60 MB on every byte would otherwise build 60 million strings unchecked.
+struct PartsBuilder {
+  std::vector<std::string> list;
+  void charge(size_t bytes) {
+    charge_render_bytes(bytes + sizeof(Value));
+    check_list_size(list.size() + 1);
+  }
+  void emplace_back(std::string_view part) {
+    charge(part.size());
+    list.emplace_back(part);
+  }
+  void push_back(std::string part) {
+    charge(part.size());
+    list.push_back(std::move(part));
+  }
+};
 
 // Simple one-to-one case pairs: ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic.
 char32_t upper_of(char32_t c) {
@@ -159,7 +179,7 @@ std::string py_capitalize(std::string_view s) {
 
 std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep,
                                   int64_t maxsplit, bool from_right) {
-  std::vector<std::string> parts;
+  PartsBuilder parts;
   if (sep) {
     if (sep->empty()) throw std::invalid_argument("empty separator");
     if (!from_right) {
@@ -182,9 +202,9 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
         --maxsplit;
       }
       parts.emplace_back(s.substr(0, end));
-      std::reverse(parts.begin(), parts.end());
+      std::reverse(parts.list.begin(), parts.list.end());
     }
-    return parts;
+    return std::move(parts.list);
   }
   std::u32string t = decode_utf8(s);
   if (!from_right) {
@@ -217,14 +237,14 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       i = j;
       --maxsplit;
     }
-    std::reverse(parts.begin(), parts.end());
+    std::reverse(parts.list.begin(), parts.list.end());
   }
-  return parts;
+  return std::move(parts.list);
 }
 
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
   std::u32string t = decode_utf8(s);
-  std::vector<std::string> lines;
+  PartsBuilder lines;
   size_t start = 0;
   size_t i = 0;
   while (i < t.size()) {
@@ -242,11 +262,12 @@ std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
     start = i = eol;
   }
   if (start < t.size()) lines.push_back(encode_utf8(std::u32string_view(t).substr(start)));
-  return lines;
+  return std::move(lines.list);
 }
 
 std::string py_replace(std::string_view s, std::string_view old_text, std::string_view new_text,
                        int64_t count) {
+  charge_render_bytes(s.size());
   std::string out;
   if (old_text.empty()) {
     // Python inserts `new` between every character (and at both ends).
@@ -279,6 +300,7 @@ std::string py_replace(std::string_view s, std::string_view old_text, std::strin
 
 int64_t py_count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return static_cast<int64_t>(code_point_count(s)) + 1;
+  charge_render_bytes(s.size());
   int64_t n = 0;
   for (size_t pos = s.find(sub); pos != std::string_view::npos; pos = s.find(sub, pos + sub.size()))
     ++n;

@@ -150,6 +150,7 @@ void fill_dict(DictObject& d, CallArgs& args, const char* what) {
   if (!args.positional.empty()) {
     const Value& init = args.positional[0];
     if (init.is_dict()) {
+      charge_render_bytes(init.dict_object().size() * sizeof(Value));  // `dict(d)` copies d
       for (const auto& [key, value] : init.dict_object().items()) d.set(key, value);
     } else {
       for (const Value& pair : iterate(init)) {

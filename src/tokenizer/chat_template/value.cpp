@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,87 @@ void check_text_size(size_t bytes) {
   }
 }
 
+void check_list_size(size_t items) {
+  check_text_size(items > kMaxTextBytes / sizeof(Value) ? kMaxTextBytes + 1
+                                                        : items * sizeof(Value));
+}
+
+void check_value_depth(int depth) {
+  if (depth > kMaxValueDepth) {
+    throw TemplateError("a value nests deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+}
+
+namespace {
+
+thread_local RenderBytesBudget* current_budget = nullptr;
+
+// Values whose last owner went away while a release was already running on this thread: that
+// release's loop frees them, so freeing a deep value takes a loop, not one frame per level.
+thread_local std::vector<Value>* pending_release = nullptr;
+
+bool holds_objects(const Value& v) {
+  return v.is_list() || v.is_dict() || v.is_namespace() || v.is_callable();
+}
+
+// Moves the values of `items` (got from each element by `value_of`) to the release loop.
+template <typename Items, typename ValueOf>
+void release_items(Items& items, ValueOf value_of) {
+  if (pending_release) {
+    for (auto& item : items) {
+      if (holds_objects(value_of(item))) pending_release->push_back(std::move(value_of(item)));
+    }
+    return;
+  }
+  std::vector<Value> pending;
+  pending_release = &pending;
+  for (auto& item : items) {
+    if (holds_objects(value_of(item))) pending.push_back(std::move(value_of(item)));
+  }
+  while (!pending.empty()) {
+    Value last = std::move(pending.back());
+    pending.pop_back();
+  }  // `last` dies here; if it was the last owner its items join `pending`
+  pending_release = nullptr;
+}
+
+Value& list_item(Value& v) { return v; }
+Value& dict_value(std::pair<std::string, Value>& item) { return item.second; }
+
+}  // namespace
+
+RenderBytesBudget::RenderBytesBudget() : previous_(current_budget) { current_budget = this; }
+RenderBytesBudget::~RenderBytesBudget() { current_budget = previous_; }
+
+void RenderBytesBudget::charge(size_t bytes) {
+  if (bytes > kMaxRenderBytes - used_) {
+    used_ = kMaxRenderBytes;
+    throw TemplateError("rendering processed more than " + std::to_string(kMaxRenderBytes) +
+                        " bytes of strings and lists (a string copied in a loop?)");
+  }
+  used_ += bytes;
+}
+
+void charge_render_bytes(size_t bytes) {
+  if (current_budget) current_budget->charge(bytes);
+}
+
+ListObject::~ListObject() { release_items(items, list_item); }
+
+DictObject::~DictObject() { release_items(items_, dict_value); }
+
+void DictObject::clear() {
+  std::vector<std::pair<std::string, Value>> dropped;
+  dropped.swap(items_);
+  index_.clear();
+  release_items(dropped, dict_value);
+}
+
+const std::string& Value::no_text() {
+  static const std::string empty;
+  return empty;
+}
+
 const Value* DictObject::find(const std::string& key) const {
   auto it = index_.find(key);
   return it == index_.end() ? nullptr : &items_[it->second].second;
@@ -35,8 +117,9 @@ void DictObject::set(const std::string& key, Value value) {
 }
 
 Value Value::undefined(std::string hint) {
+  charge_render_bytes(hint.size());
   Value v;
-  v.str_ = std::move(hint);
+  if (!hint.empty()) v.str_ = std::make_shared<const std::string>(std::move(hint));
   return v;
 }
 
@@ -70,12 +153,14 @@ Value Value::number(double d) {
 
 Value Value::string(std::string s) {
   Value v;
+  charge_render_bytes(s.size());
   v.kind_ = Kind::kString;
-  v.str_ = std::move(s);
+  v.str_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 
 Value Value::list(std::vector<Value> items) {
+  charge_render_bytes((items.size() + 1) * sizeof(Value));
   Value v;
   v.kind_ = Kind::kList;
   v.list_ = std::make_shared<ListObject>();
@@ -117,7 +202,8 @@ double Value::as_double() const {
 }
 
 void Value::fail_undefined() const {
-  throw TemplateError(str_.empty() ? std::string("value is undefined") : str_);
+  const std::string& hint = undefined_hint();
+  throw TemplateError(hint.empty() ? std::string("value is undefined") : hint);
 }
 
 bool truthy(const Value& v) {
@@ -186,27 +272,172 @@ std::string repr_string(const std::string& s) {
   return out;
 }
 
-std::string repr_sequence(const Value& v) {
-  const auto& items = v.items();
-  std::string out = v.is_tuple() ? "(" : "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += repr(items[i]);
+// Python's repr into one growing string. `path` holds the containers being printed: one met again
+// prints as Python's `[...]` / `{...}` (a namespace may hold itself), and its length is the depth.
+class ReprWriter {
+ public:
+  std::string out;
+
+  void write(const Value& v) {
+    check_text_size(out.size());
+    switch (v.kind()) {
+      case Value::Kind::kUndefined:
+        return;
+      case Value::Kind::kNone:
+        out += "None";
+        return;
+      case Value::Kind::kBool:
+        out += v.as_bool() ? "True" : "False";
+        return;
+      case Value::Kind::kInt:
+        out += std::to_string(v.as_int());
+        return;
+      case Value::Kind::kFloat:
+        out += python_float_repr(v.as_double());
+        return;
+      case Value::Kind::kString:
+        out += repr_string(v.as_string());
+        return;
+      case Value::Kind::kList:
+        write_sequence(v);
+        return;
+      case Value::Kind::kDict:
+        write_dict(v.dict_object());
+        return;
+      case Value::Kind::kNamespace:
+        out += "<Namespace ";
+        write_dict(v.dict_object());
+        out += ">";
+        return;
+      case Value::Kind::kCallable:
+        out += "<function " + v.callable_object().name + ">";
+        return;
+    }
   }
-  if (v.is_tuple() && items.size() == 1) out += ",";
-  out += v.is_tuple() ? ")" : "]";
-  return out;
+
+ private:
+  // Enters `container`; false when it is already being printed.
+  bool enter(const void* container) {
+    if (std::find(path_.begin(), path_.end(), container) != path_.end()) return false;
+    path_.push_back(container);
+    check_value_depth(static_cast<int>(path_.size()));
+    return true;
+  }
+
+  void write_sequence(const Value& v) {
+    if (!enter(&v.items())) {
+      out += v.is_tuple() ? "(...)" : "[...]";
+      return;
+    }
+    const auto& items = v.items();
+    out += v.is_tuple() ? "(" : "[";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += ", ";
+      write(items[i]);
+    }
+    if (v.is_tuple() && items.size() == 1) out += ",";
+    out += v.is_tuple() ? ")" : "]";
+    path_.pop_back();
+  }
+
+  void write_dict(const DictObject& d) {
+    if (!enter(&d)) {
+      out += "{...}";
+      return;
+    }
+    out += "{";
+    bool first = true;
+    for (const auto& [key, value] : d.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += repr_string(key);
+      out += ": ";
+      write(value);
+    }
+    out += "}";
+    path_.pop_back();
+  }
+
+  std::vector<const void*> path_;
+};
+
+// What one visit of a value costs in equals/compare (against the render's byte budget), so that
+// comparing a shared sub-list 2^40 times or `unique` over many items stays bounded.
+constexpr size_t kVisitBytes = 16;
+
+bool equals_at(const Value& a, const Value& b, int depth) {
+  check_value_depth(depth);
+  charge_render_bytes(kVisitBytes);
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      charge_render_bytes(std::min(a.as_string().size(), b.as_string().size()));
+      return a.as_string() == b.as_string();
+    case Value::Kind::kList: {
+      if (a.is_tuple() != b.is_tuple()) return false;
+      const auto& x = a.items();
+      const auto& y = b.items();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!equals_at(x[i], y[i], depth + 1)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kDict: {
+      const auto& x = a.dict_object();
+      const auto& y = b.dict_object();
+      if (x.size() != y.size()) return false;
+      for (const auto& [key, value] : x.items()) {
+        const Value* other = y.find(key);
+        if (!other || !equals_at(value, *other, depth + 1)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kNamespace:
+      return a.dict_ptr() == b.dict_ptr();
+    case Value::Kind::kCallable:
+      return &a.callable_object() == &b.callable_object();
+    default:
+      return false;
+  }
 }
 
-std::string repr_dict(const DictObject& d) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [key, value] : d.items()) {
-    if (!first) out += ", ";
-    first = false;
-    out += repr_string(key) + ": " + repr(value);
+int compare_at(const Value& a, const Value& b, int depth) {
+  check_value_depth(depth);
+  charge_render_bytes(kVisitBytes);
+  if (a.is_undefined()) a.fail_undefined();
+  if (b.is_undefined()) b.fail_undefined();
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) {
+      double x = a.as_double();
+      double y = b.as_double();
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
   }
-  return out + "}";
+  if (a.is_string() && b.is_string()) {
+    charge_render_bytes(std::min(a.as_string().size(), b.as_string().size()));
+    // UTF-8 byte order is code point order.
+    int c = a.as_string().compare(b.as_string());
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    const auto& x = a.items();
+    const auto& y = b.items();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!equals_at(x[i], y[i], depth + 1)) return compare_at(x[i], y[i], depth + 1);
+    }
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  }
+  throw TemplateError("'<' not supported between instances of '" + type_name(a) + "' and '" +
+                      type_name(b) + "'");
 }
 
 }  // namespace
@@ -216,6 +447,7 @@ std::string to_str(const Value& v) {
     case Value::Kind::kUndefined:
       return "";
     case Value::Kind::kString:
+      charge_render_bytes(v.as_string().size());
       return v.as_string();
     default:
       return repr(v);
@@ -223,29 +455,11 @@ std::string to_str(const Value& v) {
 }
 
 std::string repr(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kUndefined:
-      return "";
-    case Value::Kind::kNone:
-      return "None";
-    case Value::Kind::kBool:
-      return v.as_bool() ? "True" : "False";
-    case Value::Kind::kInt:
-      return std::to_string(v.as_int());
-    case Value::Kind::kFloat:
-      return python_float_repr(v.as_double());
-    case Value::Kind::kString:
-      return repr_string(v.as_string());
-    case Value::Kind::kList:
-      return repr_sequence(v);
-    case Value::Kind::kDict:
-      return repr_dict(v.dict_object());
-    case Value::Kind::kNamespace:
-      return "<Namespace " + repr_dict(v.dict_object()) + ">";
-    case Value::Kind::kCallable:
-      return "<function " + v.callable_object().name + ">";
-  }
-  return "";
+  ReprWriter writer;
+  writer.write(v);
+  check_text_size(writer.out.size());
+  charge_render_bytes(writer.out.size());
+  return std::move(writer.out);
 }
 
 std::string type_name(const Value& v) {
@@ -274,74 +488,9 @@ std::string type_name(const Value& v) {
   return "object";
 }
 
-bool equals(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
-    return a.as_int() == b.as_int();
-  }
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return true;
-    case Value::Kind::kString:
-      return a.as_string() == b.as_string();
-    case Value::Kind::kList: {
-      if (a.is_tuple() != b.is_tuple()) return false;
-      const auto& x = a.items();
-      const auto& y = b.items();
-      if (x.size() != y.size()) return false;
-      for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
-      }
-      return true;
-    }
-    case Value::Kind::kDict: {
-      const auto& x = a.dict_object();
-      const auto& y = b.dict_object();
-      if (x.size() != y.size()) return false;
-      for (const auto& [key, value] : x.items()) {
-        const Value* other = y.find(key);
-        if (!other || !equals(value, *other)) return false;
-      }
-      return true;
-    }
-    case Value::Kind::kNamespace:
-      return a.dict_ptr() == b.dict_ptr();
-    case Value::Kind::kCallable:
-      return &a.callable_object() == &b.callable_object();
-    default:
-      return false;
-  }
-}
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
 
-int compare(const Value& a, const Value& b) {
-  if (a.is_undefined()) a.fail_undefined();
-  if (b.is_undefined()) b.fail_undefined();
-  if (a.is_number() && b.is_number()) {
-    if (a.is_float() || b.is_float()) {
-      double x = a.as_double();
-      double y = b.as_double();
-      return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
-  }
-  if (a.is_string() && b.is_string()) {
-    // UTF-8 byte order is code point order.
-    int c = a.as_string().compare(b.as_string());
-    return c < 0 ? -1 : (c > 0 ? 1 : 0);
-  }
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
-    const auto& x = a.items();
-    const auto& y = b.items();
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (!equals(x[i], y[i])) return compare(x[i], y[i]);
-    }
-    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
-  }
-  throw TemplateError("'<' not supported between instances of '" + type_name(a) + "' and '" +
-                      type_name(b) + "'");
-}
+int compare(const Value& a, const Value& b) { return compare_at(a, b, 0); }
 
 int64_t length(const Value& v) {
   switch (v.kind()) {
@@ -363,15 +512,21 @@ std::vector<Value> iterate(const Value& v) {
     case Value::Kind::kUndefined:
       return {};
     case Value::Kind::kString: {
+      std::u32string text = decode_utf8(v.as_string());
+      check_list_size(text.size());
+      charge_render_bytes(text.size() * sizeof(Value));
       std::vector<Value> out;
-      for (char32_t c : decode_utf8(v.as_string())) {
+      out.reserve(text.size());
+      for (char32_t c : text) {
         out.push_back(Value::string(encode_utf8(std::u32string(1, c))));
       }
       return out;
     }
     case Value::Kind::kList:
+      charge_render_bytes(v.items().size() * sizeof(Value));
       return v.items();
     case Value::Kind::kDict: {
+      charge_render_bytes(v.dict_object().size() * sizeof(Value));
       std::vector<Value> out;
       for (const auto& item : v.dict_object().items()) out.push_back(Value::string(item.first));
       return out;
@@ -383,16 +538,9 @@ std::vector<Value> iterate(const Value& v) {
 
 namespace {
 
-// Python's recursion limit stops Jinja on deeper data; we stop before the C++ stack does.
-constexpr int kMaxDepth = 512;
-
-void check_depth(int depth) {
-  if (depth > kMaxDepth) throw TemplateError("maximum nesting depth exceeded");
-}
-
 template <typename Json>
 Value convert_json(const Json& j, int depth = 0) {
-  check_depth(depth);
+  check_value_depth(depth);
   switch (j.type()) {
     case nlohmann::json::value_t::null:
     case nlohmann::json::value_t::discarded:
@@ -429,7 +577,8 @@ Value convert_json(const Json& j, int depth = 0) {
 }
 
 void dump_json(std::string& out, const Value& v, const JsonOptions& o, int depth) {
-  check_depth(depth);
+  check_value_depth(depth);
+  check_text_size(out.size());  // a list holding one sub-list twice, 40 times over, stops here
   const std::string item_sep = o.separators ? o.separators->first : (o.indent ? "," : ", ");
   const std::string key_sep = o.separators ? o.separators->second : ": ";
   auto newline = [&](int level) {
@@ -514,6 +663,7 @@ Value from_json(const nlohmann::ordered_json& j) { return convert_json(j); }
 std::string to_json(const Value& v, const JsonOptions& options) {
   std::string out;
   dump_json(out, v, options, 0);
+  check_text_size(out.size());
   return out;
 }
 

@@ -31,14 +31,47 @@ class TemplateError : public std::runtime_error {
 // without end or a string that doubles forever ends in an error, not a hang or an exhausted memory.
 inline constexpr int64_t kMaxRenderSteps = 2'000'000;
 inline constexpr size_t kMaxTextBytes = size_t{64} << 20;
+// Bytes of strings and lists one rendering may build, copy or scan: a step that copies a 60 MB
+// string costs its bytes, so a loop of such steps ends long before the step budget.
+inline constexpr size_t kMaxRenderBytes = size_t{1} << 30;
+// Values nested deeper than this are refused by every walk (print, compare, tojson).
+inline constexpr int kMaxValueDepth = 512;
 
-// Throws TemplateError when a string of `bytes` (or a list of that many items) is over
-// kMaxTextBytes; call it before building the value where the size is known in advance.
+// Throws TemplateError when a string of `bytes` is over kMaxTextBytes; call it before building
+// the value where the size is known in advance.
 void check_text_size(size_t bytes);
+// The same for a list of `items` values (each counted at its size in memory).
+void check_list_size(size_t items);
+// Throws TemplateError past kMaxValueDepth.
+void check_value_depth(int depth);
+
+// Charges `bytes` of work on strings and lists to the rendering running on this thread; throws
+// TemplateError once the rendering is past kMaxRenderBytes. Free outside a rendering.
+void charge_render_bytes(size_t bytes);
+
+// The byte budget of one rendering, open on this thread for the object's lifetime.
+class RenderBytesBudget {
+ public:
+  RenderBytesBudget();
+  ~RenderBytesBudget();
+  RenderBytesBudget(const RenderBytesBudget&) = delete;
+  RenderBytesBudget& operator=(const RenderBytesBudget&) = delete;
+  void charge(size_t bytes);
+
+ private:
+  size_t used_ = 0;
+  RenderBytesBudget* previous_;
+};
 
 class Value;
 
+// Containers free their items without recursion (see release_items in value.cpp): a list nested
+// 100,000 levels deep would otherwise take 100,000 stack frames to destroy.
 struct ListObject {
+  ListObject() = default;
+  ListObject(const ListObject&) = default;
+  ListObject& operator=(const ListObject&) = default;
+  ~ListObject();
   std::vector<Value> items;
   bool is_tuple = false;
 };
@@ -46,8 +79,14 @@ struct ListObject {
 // Python dict with string keys, iterating in insertion order.
 class DictObject {
  public:
+  DictObject() = default;
+  DictObject(const DictObject&) = default;
+  DictObject& operator=(const DictObject&) = default;
+  ~DictObject();
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
+  // Drops every item (how a rendering breaks the cycles its namespaces may form).
+  void clear();
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   size_t size() const;  // defined where Value is complete (clang instantiates eagerly)
 
@@ -116,8 +155,8 @@ class Value {
   bool as_bool() const { return bool_; }
   int64_t as_int() const { return int_; }  // also valid for bool
   double as_double() const;                // int, bool or float
-  const std::string& as_string() const { return str_; }
-  const std::string& undefined_hint() const { return str_; }
+  const std::string& as_string() const { return str_ ? *str_ : no_text(); }
+  const std::string& undefined_hint() const { return as_string(); }
   std::vector<Value>& items() const { return list_->items; }
   DictObject& dict_object() const { return *dict_; }
   const std::shared_ptr<DictObject>& dict_ptr() const { return dict_; }
@@ -131,7 +170,10 @@ class Value {
   bool bool_ = false;
   int64_t int_ = 0;
   double float_ = 0;
-  std::string str_;
+  static const std::string& no_text();
+
+  // Shared, so that copying a value (a variable lookup, an argument) never copies its text.
+  std::shared_ptr<const std::string> str_;
   std::shared_ptr<ListObject> list_;
   std::shared_ptr<DictObject> dict_;
   std::shared_ptr<CallableObject> callable_;
