@@ -43,6 +43,9 @@ TEST(JinjaErrors, SyntaxErrorsNameTheLine) {
   EXPECT_EQ(render_error("{# never closed"), "t:1: Missing end of comment tag");
   EXPECT_EQ(render_error("{% include 'x.jinja' %}"),
             "t:1: the 'include' tag is not supported in chat templates");
+  // Found by the template fuzzer: the slice was evaluated without its object (out of bounds).
+  EXPECT_EQ(render_error("{{ [1, 2][0, 1:2] }}"), "t:1: a slice inside a tuple subscript");
+  EXPECT_EQ(render_error("{{ [1, 2][:1, 0] }}"), "t:1: a slice inside a tuple subscript");
 }
 
 TEST(JinjaErrors, UnknownFiltersAndTestsFailAtParse) {

@@ -319,6 +319,11 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
     args[0]->args.insert(args[0]->args.begin(), std::move(node));
     return std::move(args[0]);
   }
+  for (const ExprPtr& a : args) {
+    // Python would pass a tuple of slice objects; values have no slice type (and no template
+    // needs one).
+    if (args.size() > 1 && a->kind == ExprKind::kSlice) fail("a slice inside a tuple subscript");
+  }
   auto e = make(ExprKind::kGetItem, line);
   e->args.push_back(std::move(node));
   if (args.size() == 1) {
