@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "tokenizer/chat_template/builtins.h"
@@ -31,7 +33,10 @@ std::function<Value(const Value&)> attr_getter(const Value& attribute, bool lowe
     for (const std::string& part : py_split(attribute.as_string(), std::string("."), -1, false)) {
       bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
                                                  [](char c) { return c >= '0' && c <= '9'; });
-      parts.push_back(digits ? Value::integer(std::stoll(part)) : Value::string(part));
+      // Past int64 Python's index finds nothing either: the largest index does the same.
+      int64_t index = std::numeric_limits<int64_t>::max();
+      if (digits) std::from_chars(part.data(), part.data() + part.size(), index);
+      parts.push_back(digits ? Value::integer(index) : Value::string(part));
     }
   } else if (!attribute.is_none() && !attribute.is_undefined()) {
     parts.push_back(attribute);
