@@ -64,6 +64,11 @@ TEST(JinjaFilters, Sequences) {
   EXPECT_EQ(render("{{ [{'a': 1}, [5]]|map(attribute='99999999999999999999', default='none')"
                    "|join(',') }}|{{ [[7, 8]]|map(attribute='1')|join(',') }}"),
             "none,none|8");
+  // Python's int is unbounded; past int64 an error, not undefined behaviour (the fuzzer's).
+  EXPECT_EQ(render_error("{{ 1e308|int }}"), "t:1: int: 1e+308 is past the 64-bit integer range");
+  EXPECT_EQ(render_error("{{ '-9.3e18'|int }}"),
+            "t:1: int: -9.3e+18 is past the 64-bit integer range");
+  EXPECT_EQ(render("{{ 9.2e18|int }} {{ -2.5|int }}"), "9200000000000000000 -2");
 }
 
 TEST(JinjaFilters, MappingsAndDefaults) {

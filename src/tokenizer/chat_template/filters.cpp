@@ -520,15 +520,23 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       Value fallback = arg_or(a[0], Value::integer(0));
       int64_t base = int_arg(a[1], 10, "int base");
       if (v.is_bool() || v.is_int()) return Value::integer(v.as_int());
+      // Python's int is unbounded; past int64 the template gets an error, not a wrapped value.
+      const auto to_int = [](double d) {
+        if (!(d > -0x1p63 && d < 0x1p63)) {
+          throw TemplateError("int: " + repr(Value::number(d)) +
+                              " is past the 64-bit integer range");
+        }
+        return Value::integer(static_cast<int64_t>(d));
+      };
       if (v.is_float()) {
         double d = v.as_double();
         if (std::isnan(d) || std::isinf(d)) return fallback;
-        return Value::integer(static_cast<int64_t>(d));
+        return to_int(d);
       }
       if (v.is_string()) {
         if (auto i = parse_int(v.as_string(), static_cast<int>(base))) return Value::integer(*i);
         if (auto d = parse_float(v.as_string()); d && !std::isnan(*d) && !std::isinf(*d)) {
-          return Value::integer(static_cast<int64_t>(*d));
+          return to_int(*d);
         }
       }
       return fallback;
