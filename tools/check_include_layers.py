@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Checks that every #include between rooms of src/ and include/ points down the floor table.
+
+A room is the first folder under src/ (or `gemmaserve`, the public headers). A file may include
+anything of its own room; another room only on a lower floor. So no import runs back up and the
+rooms have no cycle. docs/ARCHITECTURE.md shows the same table.
+Usage: check_include_layers.py REPO_ROOT
+"""
+import pathlib
+import re
+import sys
+
+# Lower floors are included by higher ones, never the other way round.
+FLOORS = {
+    "core": 0,
+    "io": 1,
+    "kernels": 1,
+    "parallel": 1,
+    "tokenizer": 2,
+    "checkpoint": 2,
+    "gemmaserve": 2,
+    "model": 3,
+    "engine": 4,
+    "server": 5,
+    "bench": 5,
+    "cli": 6,
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def room_of_file(root: pathlib.Path, path: pathlib.Path) -> str:
+    rel = path.relative_to(root)
+    if rel.parts[0] == "include":
+        return rel.parts[1]
+    return rel.parts[1] if len(rel.parts) > 2 else ""
+
+
+def main() -> int:
+    root = pathlib.Path(sys.argv[1]).resolve()
+    files = [p for d in ("src", "include") for p in (root / d).rglob("*")
+             if p.suffix in (".h", ".cpp", ".cu", ".cuh")]
+    problems = []
+    for path in sorted(files):
+        room = room_of_file(root, path)
+        if room not in FLOORS:
+            problems.append(f"{path.relative_to(root)}: room '{room}' has no floor in "
+                            f"tools/check_include_layers.py")
+            continue
+        for target in INCLUDE.findall(path.read_text(errors="replace")):
+            parts = target.split("/")
+            # Same-folder includes ("foo.h") and generated headers stay inside the room.
+            if len(parts) < 2 or parts[0] == room:
+                continue
+            if parts[0] not in FLOORS:
+                continue  # not a room: a system or generated header
+            if FLOORS[parts[0]] >= FLOORS[room]:
+                problems.append(f"{path.relative_to(root)}: includes {target}, but {parts[0]} "
+                                f"(floor {FLOORS[parts[0]]}) is not below {room} "
+                                f"(floor {FLOORS[room]})")
+    for p in problems:
+        print(p)
+    print(f"{len(files)} files checked, {len(problems)} include(s) against the floors")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
