@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "server/api_error.h"
+#include "server/shared/api_error.h"
 
 namespace gemmaserve::fuzz {
 

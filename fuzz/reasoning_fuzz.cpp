@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "server/gemma4_reasoning_parser.h"
+#include "server/shared/gemma4_reasoning_parser.h"
 
 using namespace gemmaserve;
 

@@ -7,11 +7,11 @@
 
 #include "engine/data_parallel/engine_replicas.h"
 #include "fuzz_support.h"
-#include "server/metrics.h"
-#include "server/openai_protocol.h"
-#include "server/request_body.h"
-#include "server/serving_common.h"
-#include "server/serving_tokenization.h"
+#include "server/http/request_body.h"
+#include "server/openai/openai_protocol.h"
+#include "server/openai/serving_tokenization.h"
+#include "server/shared/metrics.h"
+#include "server/shared/serving_common.h"
 #include "tokenizer/chat_template/chat_template.h"
 
 using namespace gemmaserve;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "server/gemma4_tool_parser.h"
+#include "server/shared/gemma4_tool_parser.h"
 
 using namespace gemmaserve;
 

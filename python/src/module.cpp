@@ -21,8 +21,8 @@
 #include "engine/image_placeholders.h"
 #include "engine/tensor_parallel_ranks.h"
 #include "gemmaserve/llm.h"
-#include "server/answer_constraints.h"
-#include "server/openai_protocol.h"
+#include "server/openai/answer_constraints.h"
+#include "server/openai/openai_protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {

@@ -17,10 +17,12 @@
 #include "engine/data_parallel/engine_replicas.h"
 #include "engine/engine.h"
 #include "engine/engine_setup.h"
-#include "server/chat_rendering.h"
-#include "server/http_server.h"
-#include "server/metrics.h"
-#include "server/serving_common.h"
+#include "server/chat_page/chat_page.h"
+#include "server/http/http_server.h"
+#include "server/openai/openai_routes.h"
+#include "server/shared/chat_rendering.h"
+#include "server/shared/metrics.h"
+#include "server/shared/serving_common.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -336,6 +338,8 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
               << ", tool parser " << (ctx.tool_parser ? "gemma4" : "off");
 
   HttpServer server(ctx);
+  register_openai_routes(server.routes(), ctx);
+  register_chat_page(server.routes());
   const int port = server.bind(opt.host, opt.port);
   std::atomic<bool> listening = true;
   std::thread signal_thread([&server, &listening, &opt, signals] {

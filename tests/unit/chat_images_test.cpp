@@ -1,6 +1,6 @@
 // Image content parts in chat messages (server/chat_images): the forms vLLM's parser accepts,
 // the template's view of them and the decoding through the media room, with exact messages.
-#include "server/chat_images.h"
+#include "server/shared/chat_images.h"
 
 #include <gtest/gtest.h>
 

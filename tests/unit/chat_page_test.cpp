@@ -1,7 +1,7 @@
-// The chat page's routes without a model: every file of src/server/web/ is compiled in and served
-// with its content type, GET / is the page, and the page fetches nothing from another origin (it
-// must work offline). The browser behaviour is tests/scripts/chat_page.sh's.
-#include "server/chat_page.h"
+// The chat page's routes without a model: every file of src/server/chat_page/assets/ is compiled in
+// and served with its content type, GET / is the page, and the page fetches nothing from another
+// origin (it must work offline). The browser behaviour is tests/scripts/chat_page.sh's.
+#include "server/chat_page/chat_page.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "server/web_assets.h"
+#include "server/chat_page/web_assets.h"
 #include "test_support.h"
 
 namespace gemmaserve {
@@ -26,7 +26,7 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 TEST(ChatPageTest, EveryWebFileIsEmbeddedByteForByte) {
-  const std::filesystem::path web = testing::source_dir() / "src/server/web";
+  const std::filesystem::path web = testing::source_dir() / "src/server/chat_page/assets";
   std::set<std::string> on_disk, embedded;
   for (const auto& entry : std::filesystem::directory_iterator(web)) {
     on_disk.insert("/" + entry.path().filename().string());

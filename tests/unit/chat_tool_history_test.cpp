@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "server/chat_message_normalizer.h"
-#include "server/chat_rendering.h"
+#include "server/shared/chat_message_normalizer.h"
+#include "server/shared/chat_rendering.h"
 #include "test_support.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"

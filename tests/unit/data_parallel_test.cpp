@@ -12,10 +12,10 @@
 #include "engine/data_parallel/replica_router.h"
 #include "engine/fault_injection.h"
 #include "engine_test_support.h"
-#include "server/api_error.h"
-#include "server/engine_session.h"
-#include "server/metrics.h"
-#include "server/serving_common.h"
+#include "server/shared/api_error.h"
+#include "server/shared/engine_session.h"
+#include "server/shared/metrics.h"
+#include "server/shared/serving_common.h"
 
 namespace gemmaserve::enginetest {
 namespace {

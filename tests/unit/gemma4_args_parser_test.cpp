@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "server/gemma4_value_syntax.h"
+#include "server/shared/gemma4_value_syntax.h"
 
 namespace gemmaserve {
 namespace {

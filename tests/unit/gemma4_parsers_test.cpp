@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "server/gemma4_reasoning_parser.h"
-#include "server/gemma4_tool_parser.h"
-#include "server/special_token_text.h"
+#include "server/shared/gemma4_reasoning_parser.h"
+#include "server/shared/gemma4_tool_parser.h"
+#include "server/shared/special_token_text.h"
 #include "test_support.h"
 
 namespace gemmaserve {

@@ -1,5 +1,5 @@
 // Gemma 4 reasoning parser (thought channel) and the special-token text helpers.
-#include "server/gemma4_reasoning_parser.h"
+#include "server/shared/gemma4_reasoning_parser.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "server/special_token_text.h"
+#include "server/shared/special_token_text.h"
 
 namespace gemmaserve {
 namespace {

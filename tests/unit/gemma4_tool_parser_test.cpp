@@ -1,5 +1,5 @@
 // Gemma 4 tool-call parser: whole-output extraction, streaming deltas, malformed output.
-#include "server/gemma4_tool_parser.h"
+#include "server/shared/gemma4_tool_parser.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "server/special_token_text.h"
+#include "server/shared/special_token_text.h"
 
 namespace gemmaserve {
 namespace {

@@ -1,11 +1,11 @@
 // Request bodies -> JSON: the nesting limit and decode errors every route shares.
-#include "server/request_body.h"
+#include "server/http/request_body.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "server/api_error.h"
+#include "server/shared/api_error.h"
 
 namespace gemmaserve {
 namespace {

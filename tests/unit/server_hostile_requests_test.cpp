@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "engine/structured/compiled_grammar.h"
-#include "server/api_error.h"
-#include "server/chat_message_normalizer.h"
-#include "server/openai_protocol.h"
+#include "server/openai/openai_protocol.h"
+#include "server/shared/api_error.h"
+#include "server/shared/chat_message_normalizer.h"
 #include "server_test_support.h"
 #include "test_support.h"
 

@@ -7,10 +7,10 @@
 
 #include "core/error.h"
 #include "gemmaserve/llm.h"
-#include "server/api_error.h"
-#include "server/chat_output_parser.h"
-#include "server/metrics.h"
-#include "server/openai_protocol.h"
+#include "server/openai/openai_protocol.h"
+#include "server/shared/api_error.h"
+#include "server/shared/chat_output_parser.h"
+#include "server/shared/metrics.h"
 #include "server_test_support.h"
 #include "test_support.h"
 

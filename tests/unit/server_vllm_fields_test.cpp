@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/api_error.h"
-#include "server/openai_protocol.h"
+#include "server/openai/openai_protocol.h"
+#include "server/shared/api_error.h"
 
 namespace gemmaserve {
 namespace {

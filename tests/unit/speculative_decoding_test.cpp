@@ -27,7 +27,7 @@
 #include "engine_test_support.h"
 #include "io/safetensors.h"
 #include "model/test_model_presets.h"
-#include "server/metrics.h"
+#include "server/shared/metrics.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
