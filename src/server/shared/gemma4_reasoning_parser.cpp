@@ -40,20 +40,9 @@ ReasoningDelta Gemma4ReasoningStream::finish() {
 }
 
 void Gemma4ReasoningStream::run(ReasoningDelta& d, bool final) {
-  size_t i = 0;
-  while (true) {
-    MarkerMatch m = find_marker(pending_, i);
-    if (m.pos == std::string_view::npos) {
-      std::string_view rest = std::string_view(pending_).substr(i);
-      size_t keep = final ? 0 : unresolved_suffix(rest);
-      on_text(d, rest.substr(0, rest.size() - keep));
-      pending_.erase(0, pending_.size() - keep);
-      return;
-    }
-    on_text(d, std::string_view(pending_).substr(i, m.pos - i));
-    on_marker(d, m.marker);
-    i = m.pos + m.marker.size();
-  }
+  consume_markers(
+      pending_, final, [&](std::string_view text) { on_text(d, text); },
+      [&](std::string_view marker) { on_marker(d, marker); });
 }
 
 void Gemma4ReasoningStream::on_text(ReasoningDelta& d, std::string_view text) {

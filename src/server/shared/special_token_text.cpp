@@ -91,6 +91,21 @@ size_t unresolved_suffix(std::string_view text) {
   return std::max(partial_marker_suffix(text), incomplete_utf8_suffix(text));
 }
 
+void consume_markers(std::string& pending, bool final, FunctionRef<void(std::string_view)> on_text,
+                     FunctionRef<void(std::string_view)> on_marker) {
+  size_t i = 0;
+  for (MarkerMatch m = find_marker(pending); m.pos != std::string_view::npos;
+       m = find_marker(pending, i)) {
+    on_text(std::string_view(pending).substr(i, m.pos - i));
+    on_marker(m.marker);
+    i = m.pos + m.marker.size();
+  }
+  const std::string_view rest = std::string_view(pending).substr(i);
+  const size_t keep = final ? 0 : unresolved_suffix(rest);
+  on_text(rest.substr(0, rest.size() - keep));
+  pending.erase(0, pending.size() - keep);
+}
+
 std::string strip_special_token_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());

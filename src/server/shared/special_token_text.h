@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/function_ref.h"
+
 namespace gemmaserve {
 
 // Every Gemma 4 control/user-defined token text the output parsers act on or must hide (ids from
@@ -51,6 +53,12 @@ size_t incomplete_utf8_suffix(std::string_view text);
 // What a streaming parser must hold back at the end of its buffer: a partial marker or a
 // cut-short character, whichever is longer (both are suffixes).
 size_t unresolved_suffix(std::string_view text);
+
+// The loop of every streaming marker parser: hands the text runs and markers of `pending` to the
+// callbacks in order and leaves in it only what may still become a marker or a character (a
+// partial one; nothing when `final`). The callbacks must not change `pending`.
+void consume_markers(std::string& pending, bool final, FunctionRef<void(std::string_view)> on_text,
+                     FunctionRef<void(std::string_view)> on_marker);
 
 // Removes every marker in gemma4_marker_texts() from `text`.
 std::string strip_special_token_text(std::string_view text);
