@@ -47,7 +47,9 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), error_json(e));
 }
 
-nlohmann::ordered_json parse_body(const httplib::Request& req) { return parse_json_request_body(req.body); }
+nlohmann::ordered_json parse_body(const httplib::Request& req) {
+  return parse_json_request_body(req.body);
+}
 
 // The body of a completions or chat request; vLLM names the response after an X-Request-Id
 // header first, then the body's request_id.

@@ -63,8 +63,8 @@ void register_openai_routes(httplib::Server& s, ServingContext& ctx) {
       out["bos_token"] = ctx.bos_token;
       out["eos_token"] = ctx.eos_token;
       out["pad_token"] = "<pad>";
-      out["chat_template"] =
-          ctx.chat_template ? nlohmann::ordered_json(ctx.chat_template->source()) : nlohmann::ordered_json(nullptr);
+      out["chat_template"] = ctx.chat_template ? nlohmann::ordered_json(ctx.chat_template->source())
+                                               : nlohmann::ordered_json(nullptr);
       out["model_max_length"] = ctx.engine.max_model_len();
       send_json(res, 200, out);
     });
