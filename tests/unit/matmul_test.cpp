@@ -300,11 +300,16 @@ TEST(Matmul, InterleavedMatchesCanonicalOrderOnEveryLevel) {
             << " N=" << s.n;
       }
     }
-    std::vector<float> got(want.size());
+    std::vector<float> got(want.size(), -7.0f);
     MatmulArgs a{x.data(), ldx, packed.data(), DType::kBF16, got.data(), ldy, s.t, s.k, s.n};
     a.w_layout = WeightLayout::kInterleaved16;
     a.precision = MatmulPrecision::kBF16;
     matmul(a, &pool);
+    // Without the bf16 dot kernel, bf16 activations fall back to f32 ones: the same bits.
+    if (!(cpu_isa() == CpuIsa::kAvx512 && cpu_features().avx512_bf16)) {
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "bf16 falls back";
+      continue;
+    }
     for (int64_t t = 0; t < s.t; ++t) {
       for (int64_t n = 0; n < s.n; ++n) {
         double ref = 0.0, mag = 0.0;
