@@ -328,8 +328,17 @@ async function generate() {
       view.finish("error", `Error: ${message}`);
       return;
     }
+    let yielded = performance.now();
     for await (const data of serverSentEvents(res.body)) {
       if (data === "[DONE]") break;
+      // Chunks already received resolve as microtasks, which never let the page paint or take a
+      // click (Stop): a fast stream froze the page. Give the event loop a turn every 16 ms.
+      if (performance.now() - yielded > 16) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        yielded = performance.now();
+      }
+      // Stop ends the turn now, not after the chunks already received.
+      controller.signal.throwIfAborted();
       const chunk = JSON.parse(data);
       if (chunk.error) throw new Error(chunk.error.message);
       if (chunk.usage) usage = chunk.usage;
