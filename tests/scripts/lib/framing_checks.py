@@ -66,7 +66,10 @@ class Connection:
     def answer(self, timeout=30):
         """(status, headers, body) of the next answer, or None when the server closed first."""
         past_end = []
-        got = read_response(self, timeout, past_end)
+        try:
+            got = read_response(self, timeout, past_end)
+        except socket.timeout:
+            return None
         self.pending = b"".join(past_end)
         return got
 
