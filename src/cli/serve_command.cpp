@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -50,6 +51,9 @@ constexpr const char* kUsage =
     "  --max-logprobs N (20)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs; more: 503)\n"
     "  --max-connections N (1024)         open connections; more get 503 and are closed\n"
+    "  --max-http-workers N               threads serving connections, one per open connection\n"
+    "                                     (2 x --max-num-seqs, at least 64); a connection that\n"
+    "                                     finds none free gets 503 and is closed\n"
     "  --request-timeout S                abort a request S seconds after it was queued (504;\n"
     "                                     default: no deadline)\n"
     "  --shutdown-timeout S (0)           on SIGTERM/SIGINT, let running requests finish for up\n"
@@ -196,6 +200,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
   p.value("--max-logprobs").value("--max-connections").value("--structured-outputs-config");
+  p.value("--max-http-workers");
   p.value("--request-timeout").value("--shutdown-timeout").value("--http-timeout");
   p.value("--allowed-local-media-path").value("--allowed-media-domains");
   p.value("--image-fetch-timeout");
@@ -289,6 +294,10 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   if (run_as_tensor_parallel_follower(ea)) return 0;
   opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
   if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");
+  // Every running sequence can stream on its own connection, and as many more connections can
+  // wait, idle or ask other routes.
+  opt.max_http_workers = p.get_int("--max-http-workers", std::max(64, 2 * ea.max_num_seqs));
+  if (opt.max_http_workers <= 0) throw InputError("--max-http-workers must be positive");
 
   for (const auto& f : ignored_value_flags()) {
     if (auto v = p.get(f)) {

@@ -63,7 +63,8 @@ python3 "$BOUNDS" oversized_requests --base-url "$BASE_URL" --server-pid "$SERVE
 [ "$status" -eq 0 ] || finish_with_server_log "$status"
 stop_tiny_server
 
-start_tiny_server "$TMP/tiny" --served-model-name tiny --max-connections 8
+# 8 connections served, 64 workers more to refuse the flood (the bound the check counts).
+start_tiny_server "$TMP/tiny" --served-model-name tiny --max-connections 8 --max-http-workers 72
 # The client holds every socket open.
 ulimit -n 4096 2>/dev/null || true
 python3 "$BOUNDS" connection_flood --base-url "$BASE_URL" --server-pid "$SERVER_PID" \

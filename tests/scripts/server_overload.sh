@@ -35,7 +35,7 @@ python3 "$CHECKS" connection_cap --base-url "$BASE_URL" --max-connections 8 || s
 stop_tiny_server
 
 start_tiny_server "$TMP/tiny" --served-model-name tiny --max-model-len 256 --max-num-seqs 8 \
-  --max-waiting-requests 16 --max-connections 1100
+  --max-waiting-requests 16 --max-connections 1100 --max-http-workers 1100
 # The client holds every socket open: ask for descriptors, fewer connections if refused.
 ulimit -n 4096 2>/dev/null || true
 connections=$(( $(ulimit -n) > 1200 ? 1000 : $(ulimit -n) - 200 ))

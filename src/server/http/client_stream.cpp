@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 namespace gemmaserve {
 namespace {
@@ -25,7 +27,84 @@ void socket_name(int fd, bool peer, std::string& ip, int& port) {
   }
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 }  // namespace
+
+void ChunkedBodyScanner::feed(const char* data, size_t size) {
+  for (size_t i = 0; i < size; ++i) {
+    if (state_ == State::kData) {  // chunk data in one step
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_left_, size - i));
+      chunk_left_ -= n;
+      i += n - 1;
+      if (chunk_left_ == 0) state_ = State::kDataCr;
+      continue;
+    }
+    step(data[i]);
+  }
+}
+
+void ChunkedBodyScanner::skip_line(char c, State at_lf) {
+  if (c == '\r') state_ = at_lf;
+  if (c == '\n') state_ = State::kBroken;  // a bare LF
+}
+
+void ChunkedBodyScanner::step(char c) {
+  switch (state_) {
+    case State::kSize:
+      if (const int digit = hex_digit(c); digit >= 0) {
+        if (chunk_left_ > (std::numeric_limits<uint64_t>::max() >> 4)) {
+          state_ = State::kBroken;
+          return;
+        }
+        chunk_left_ = chunk_left_ * 16 + static_cast<uint64_t>(digit);
+        size_digits_ = true;
+      } else if (!size_digits_) {
+        state_ = State::kBroken;
+      } else if (c == ';' || c == ' ' || c == '\t') {
+        state_ = State::kExtension;
+      } else {
+        state_ = c == '\r' ? State::kSizeLf : State::kBroken;
+      }
+      return;
+    case State::kExtension:
+      skip_line(c, State::kSizeLf);
+      return;
+    case State::kSizeLf:
+      state_ = c != '\n' ? State::kBroken : chunk_left_ > 0 ? State::kData : State::kTrailerStart;
+      return;
+    case State::kDataCr:
+      state_ = c == '\r' ? State::kDataLf : State::kBroken;
+      return;
+    case State::kDataLf:
+      state_ = c == '\n' ? State::kSize : State::kBroken;
+      size_digits_ = false;
+      return;
+    case State::kTrailerStart:
+      state_ = c == '\r' ? State::kEndLf : c == '\n' ? State::kBroken : State::kTrailerLine;
+      return;
+    case State::kTrailerLine:
+      skip_line(c, State::kTrailerLineLf);
+      return;
+    case State::kTrailerLineLf:
+      state_ = c == '\n' ? State::kTrailerStart : State::kBroken;
+      return;
+    case State::kEndLf:
+      state_ = c == '\n' ? State::kDone : State::kBroken;
+      return;
+    case State::kData:  // handled by feed()
+      return;
+    case State::kDone:  // a read past the body's end: the framing is not what was read
+    case State::kBroken:
+      state_ = State::kBroken;
+      return;
+  }
+}
 
 ClientStream::ClientStream(int fd, std::chrono::milliseconds io_timeout, RequestLimits limits)
     : fd_(fd),
@@ -38,11 +117,35 @@ void ClientStream::start_request() {
   in_body_ = false;
   part_bytes_ = 0;
   overflow_ = Overflow::kNone;
+  framing_ = BodyFraming{};
+  chunks_ = ChunkedBodyScanner{};
+  keep_alive_ = true;
 }
 
-void ClientStream::start_body() {
+void ClientStream::start_body(BodyFraming framing) {
   in_body_ = true;
   part_bytes_ = 0;
+  framing_ = std::move(framing);
+}
+
+bool ClientStream::body_complete() const {
+  if (!in_body_ || !framing_.error.empty()) return false;  // headers unread or unreliable
+  return framing_.chunked ? chunks_.done() : part_bytes_ == framing_.length;
+}
+
+bool ClientStream::discard_body(size_t max_bytes) {
+  if (body_complete()) return true;
+  if (!in_body_ || !framing_.error.empty() || framing_.chunked || read_failed_ ||
+      part_bytes_ > framing_.length || framing_.length - part_bytes_ > max_bytes) {
+    return false;
+  }
+  std::array<char, 16384> sink{};
+  while (part_bytes_ < framing_.length) {
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(sink.size(), framing_.length - part_bytes_));
+    if (read(sink.data(), want) <= 0) return false;
+  }
+  return true;
 }
 
 bool ClientStream::wait(short events, Clock::time_point deadline) const {
@@ -76,6 +179,7 @@ bool ClientStream::is_readable() const { return begin_ < end_ || wait(POLLIN, re
 bool ClientStream::is_writable() const { return wait(POLLOUT, Clock::now() + io_timeout_); }
 
 ssize_t ClientStream::read(char* ptr, size_t size) {
+  if (overflow_ != Overflow::kNone) return -1;
   const size_t limit = in_body_ ? limits_.body_bytes : limits_.header_bytes;
   if (part_bytes_ >= limit) {
     overflow_ = in_body_ ? Overflow::kBody : Overflow::kHeaders;
@@ -102,6 +206,7 @@ ssize_t ClientStream::read(char* ptr, size_t size) {
   std::memcpy(ptr, buffer_.data() + begin_, n);
   begin_ += n;
   part_bytes_ += n;
+  if (in_body_ && framing_.chunked) chunks_.feed(ptr, n);
   return static_cast<ssize_t>(n);
 }
 

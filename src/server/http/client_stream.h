@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -21,6 +22,45 @@ namespace gemmaserve {
 struct RequestLimits {
   size_t header_bytes = std::numeric_limits<size_t>::max();
   size_t body_bytes = std::numeric_limits<size_t>::max();
+};
+
+// How a request's headers frame its body (RFC 9112 6.3).
+struct BodyFraming {
+  bool chunked = false;
+  uint64_t length = 0;  // when not chunked
+  std::string error;    // not empty: the headers frame no body reliably (400, then close)
+};
+
+// Follows a chunked body (RFC 9112 7.1) strictly as it is read, to tell where it ends: httplib's
+// reader is lenient (a chunk not followed by CRLF ends its body early, "0x5" is a size).
+class ChunkedBodyScanner {
+ public:
+  void feed(const char* data, size_t size);
+  bool done() const { return state_ == State::kDone; }
+
+ private:
+  enum class State {
+    kSize,
+    kExtension,
+    kSizeLf,
+    kData,
+    kDataCr,
+    kDataLf,
+    kTrailerStart,
+    kTrailerLine,
+    kTrailerLineLf,
+    kEndLf,
+    kDone,
+    kBroken
+  };
+  void step(char c);
+  // A byte inside a line whose content is not checked (a chunk extension, a trailer field): its
+  // CR moves to `at_lf`.
+  void skip_line(char c, State at_lf);
+
+  State state_ = State::kSize;
+  uint64_t chunk_left_ = 0;
+  bool size_digits_ = false;
 };
 
 class ClientStream : public httplib::Stream {
@@ -38,8 +78,21 @@ class ClientStream : public httplib::Stream {
   // Starts a request: all of it must be read within the I/O timeout from now, and its headers
   // within the header limit.
   void start_request();
-  // The headers were read: the body limit counts from here.
-  void start_body();
+  // The headers were read and frame the body so: the body limit counts from here.
+  void start_body(BodyFraming framing);
+  // The body is over the limit by its declared length: its reads fail at once (a 413 without
+  // waiting for bytes that are refused anyway).
+  void refuse_body() { overflow_ = Overflow::kBody; }
+  // The framing error of the request's headers, "" when none (or not read yet).
+  const std::string& framing_error() const { return framing_.error; }
+  // Whether all of the request's body was read (httplib answers some requests before reading it).
+  bool body_complete() const;
+  // Reads and drops the rest of a body of known length when at most `max_bytes` are left, within
+  // the request's deadline; true when all of the body has been read then.
+  bool discard_body(size_t max_bytes);
+  // The answer being written closes the connection; keep_alive() says so to the connection loop.
+  void end_keep_alive() { keep_alive_ = false; }
+  bool keep_alive() const { return keep_alive_; }
   Overflow overflow() const { return overflow_; }
   // Whether a read timed out, failed or met the end: the connection cannot carry another request
   // (httplib answers a body it could not read with a 400 but would keep the connection).
@@ -63,6 +116,9 @@ class ClientStream : public httplib::Stream {
   RequestLimits limits_;
   bool in_body_ = false;
   size_t part_bytes_ = 0;  // read of the current part (headers or body)
+  BodyFraming framing_;
+  ChunkedBodyScanner chunks_;
+  bool keep_alive_ = true;
   Overflow overflow_ = Overflow::kNone;
   // httplib reads request lines a byte at a time: buffer the socket.
   std::array<char, 4096> buffer_{};

@@ -28,14 +28,13 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 // httplib's ThreadPool has a fixed size, and every open SSE stream holds a worker for its whole
-// life; this queue starts a worker whenever none is idle, up to `max_threads`. Past that, at most
-// `max_queued` connections wait for a worker; each one more is shed: its job runs at once on the
-// accepting thread with shedding() true, and must only answer and close (a flood cannot hold
-// descriptors in the queue).
+// life; this queue starts a worker whenever none is idle, up to `max_threads` (--max-http-workers).
+// A connection that finds none free is shed: its job runs at once on the accepting thread with
+// shedding() true, and must only answer and close (a flood holds no descriptors nor threads, and
+// waits for nothing).
 class GrowingTaskQueue : public httplib::TaskQueue {
  public:
-  GrowingTaskQueue(size_t max_threads, size_t max_queued)
-      : max_threads_(max_threads), max_queued_(max_queued) {}
+  explicit GrowingTaskQueue(size_t max_threads) : max_threads_(max_threads) {}
   ~GrowingTaskQueue() override { shutdown(); }
 
   static bool shedding() { return shedding_; }
@@ -43,8 +42,7 @@ class GrowingTaskQueue : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const bool worker_free = idle_ > jobs_.size() || threads_.size() < max_threads_;
-      if (worker_free || jobs_.size() < max_queued_) {
+      if (idle_ > jobs_.size() || threads_.size() < max_threads_) {
         jobs_.push_back(std::move(fn));
         if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
           threads_.emplace_back([this] { work(); });
@@ -90,7 +88,6 @@ class GrowingTaskQueue : public httplib::TaskQueue {
 
   static thread_local bool shedding_;
   size_t max_threads_;
-  size_t max_queued_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> jobs_;
@@ -103,29 +100,88 @@ thread_local bool GrowingTaskQueue::shedding_ = false;
 
 // The stream the calling worker serves: httplib's error handler gets none, and asks this one
 // whether the request passed a size limit.
-thread_local const ClientStream* t_client_stream = nullptr;
+thread_local ClientStream* t_client_stream = nullptr;
 
 ClientStream::Overflow request_overflow() {
   return t_client_stream ? t_client_stream->overflow() : ClientStream::Overflow::kNone;
+}
+
+std::string request_framing_error() {
+  return t_client_stream ? t_client_stream->framing_error() : std::string();
 }
 
 // Headers are counted apart from the body: 64 KiB is 4x uvicorn's (h11's) 16 KiB.
 constexpr size_t kMaxHeaderBytes = size_t{64} << 10;
 // A chunked body is counted on the wire: room for its chunk-size lines.
 constexpr size_t kChunkFramingBytes = size_t{1} << 20;
+// An answer given before the body was read reads this much of what is left (Go's net/http:
+// 256 KiB) and drops it to keep the connection; with more left, the answer closes it.
+constexpr size_t kMaxDiscardBytes = size_t{256} << 10;
+
+// The body framing of a request's headers (RFC 9112 6.1-6.3), strict where httplib is lenient
+// (it reads "0x28" as Content-Length 0, "4a" as 4, and ignores a Transfer-Encoding that is not
+// exactly "chunked"): an ambiguous one is an error, answered 400 with the connection closed, since
+// a proxy may have framed it otherwise. No length nor Transfer-Encoding is an empty body (uvicorn
+// reads it so; httplib would read to the end of the connection).
+BodyFraming body_framing(httplib::Request& req) {
+  BodyFraming framing;
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  const size_t encodings = req.get_header_value_count("Transfer-Encoding");
+  if (encodings > 0) {
+    std::string coding = req.get_header_value("Transfer-Encoding");
+    std::transform(coding.begin(), coding.end(), coding.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (encodings > 1 || coding != "chunked") {
+      framing.error = "Transfer-Encoding '" + coding + "' is not supported (only chunked)";
+    } else if (lengths > 0) {
+      framing.error = "Content-Length and Transfer-Encoding: chunked together";
+    }
+    framing.chunked = framing.error.empty();
+  }
+  for (size_t i = 0; i < lengths && framing.error.empty(); ++i) {
+    const std::string value = req.get_header_value("Content-Length", i);
+    const bool digits = !value.empty() && value.size() <= 19 &&
+                        std::all_of(value.begin(), value.end(),
+                                    [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (!digits || (i > 0 && std::stoull(value) != framing.length)) {
+      framing.error = "invalid Content-Length '" + value + "'";
+    } else {
+      framing.length = std::stoull(value);
+    }
+  }
+  // uvicorn does not decode a request's Content-Encoding (a gzip body is then invalid JSON);
+  // httplib would, into memory without a bound: 64 MiB of gzip are 64 GiB.
+  req.headers.erase("Content-Encoding");
+  if (!framing.error.empty() || (lengths == 0 && !framing.chunked)) {
+    // httplib reads no body: the 400 answers before any, and the connection closes after it.
+    req.headers.erase("Transfer-Encoding");
+    req.headers.erase("Content-Length");
+    req.set_header("Content-Length", "0");
+    framing.chunked = false;
+    framing.length = 0;
+  }
+  return framing;
+}
 
 // httplib's Server with our connection loop: the connection cap, ClientStream's time limits,
 // and the monitor's watch on each request's client (0.11 tells a handler nothing of them).
 class MonitoredServer : public httplib::Server {
  public:
   MonitoredServer(ConnectionMonitor& monitor, std::chrono::milliseconds io_timeout,
-                  size_t max_body_bytes)
+                  size_t max_body_bytes, int max_workers)
       : monitor_(monitor),
         io_timeout_(io_timeout),
+        max_workers_(max_workers),
+        max_body_bytes_(max_body_bytes),
         limits_{kMaxHeaderBytes, max_body_bytes + kChunkFramingBytes} {
     // Once draining, every response closes its connection (the client reconnects elsewhere).
+    // So does one answered before its request's body was read, unless the rest of that body is
+    // small enough to read and drop now: the next request must not be parsed from it.
     set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-      if (monitor_.draining() && !res.has_header("Connection")) {
+      ClientStream* stream = t_client_stream;
+      const bool body_read = stream == nullptr || stream->discard_body(kMaxDiscardBytes);
+      if (stream != nullptr && !body_read) stream->end_keep_alive();
+      if ((monitor_.draining() || !body_read) && !res.has_header("Connection")) {
         res.headers.erase("Keep-Alive");
         res.set_header("Connection", "close");
       }
@@ -146,10 +202,13 @@ class MonitoredServer : public httplib::Server {
  private:
   bool process_and_close_socket(socket_t sock) override;
   void refuse(socket_t sock);
-  std::string refusal() const;
+  // The 503 for a connection past --max-connections, or (`no_worker`) past --max-http-workers.
+  std::string refusal(bool no_worker) const;
 
   ConnectionMonitor& monitor_;
   std::chrono::milliseconds io_timeout_;
+  int max_workers_;
+  size_t max_body_bytes_;
   RequestLimits limits_;
 };
 
@@ -167,7 +226,7 @@ void close_after_answer(ClientStream& stream, std::chrono::milliseconds linger) 
 bool MonitoredServer::process_and_close_socket(socket_t sock) {
   bool ok = true;
   if (GrowingTaskQueue::shedding()) {
-    const std::string answer = refusal();
+    const std::string answer = refusal(true);
     ::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
   } else if (!monitor_.open(sock)) {
     refuse(sock);
@@ -178,13 +237,11 @@ bool MonitoredServer::process_and_close_socket(socket_t sock) {
     ClientStream stream(sock, io_timeout_, limits_);
     t_client_stream = &stream;
     const auto listening = [this] { return svr_sock_ != INVALID_SOCKET; };
-    const auto headers_read = [&stream](httplib::Request& req) {
-      stream.start_body();
-      // RFC 9112 6.3: no Content-Length nor Transfer-Encoding is an empty body (uvicorn reads it
-      // so); httplib would read to the end of the connection.
-      if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-        req.set_header("Content-Length", "0");
-      }
+    const auto headers_read = [this, &stream](httplib::Request& req) {
+      BodyFraming framing = body_framing(req);
+      const bool too_long = !framing.chunked && framing.length > max_body_bytes_;
+      stream.start_body(std::move(framing));
+      if (too_long) stream.refuse_body();
     };
     for (size_t left = keep_alive_max_count_; left > 0; --left) {
       if (!stream.wait_for_request(std::chrono::seconds(keep_alive_timeout_sec_), listening)) {
@@ -196,7 +253,7 @@ bool MonitoredServer::process_and_close_socket(socket_t sock) {
       ok = process_request(stream, left == 1 || !listening() || monitor_.draining(), closed,
                            headers_read);
       monitor_.release();
-      if (stream.overflow() != ClientStream::Overflow::kNone) {
+      if (stream.overflow() != ClientStream::Overflow::kNone || !stream.keep_alive()) {
         close_after_answer(stream, std::chrono::milliseconds(500));
         break;
       }
@@ -210,12 +267,13 @@ bool MonitoredServer::process_and_close_socket(socket_t sock) {
   return ok;
 }
 
-std::string MonitoredServer::refusal() const {
-  const std::string body =
-      dump_json(error_json(503, "ServiceUnavailableError",
-                           "Too many open connections (--max-connections " +
-                               std::to_string(monitor_.max_connections()) + "). Retry later.",
-                           std::nullopt));
+std::string MonitoredServer::refusal(bool no_worker) const {
+  const std::string limit = no_worker
+                                ? "--max-http-workers " + std::to_string(max_workers_)
+                                : "--max-connections " + std::to_string(monitor_.max_connections());
+  const std::string body = dump_json(
+      error_json(503, "ServiceUnavailableError",
+                 "Too many open connections (" + limit + "). Retry later.", std::nullopt));
   return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
 }
@@ -235,7 +293,7 @@ void MonitoredServer::refuse(socket_t sock) {
       break;
     }
   }
-  const std::string response = refusal();
+  const std::string response = refusal(false);
   stream.write(response.data(), response.size());
   close_after_answer(stream, std::chrono::milliseconds(200));
 }
@@ -282,17 +340,12 @@ HttpServer::HttpServer(ServingContext& ctx)
                                                    ctx.options.request_timeout_s)) {
   const auto io_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::max(ctx.options.http_timeout_s, 0.001) * 1000));
-  server_ =
-      std::make_unique<MonitoredServer>(*monitor_, io_timeout, ctx.options.max_request_size_bytes);
+  server_ = std::make_unique<MonitoredServer>(
+      *monitor_, io_timeout, ctx.options.max_request_size_bytes, ctx.options.max_http_workers);
   raise_descriptor_limit(ctx.options.max_connections);
-  // Connections past the cap still get a thread, to be answered 503 and closed.
-  const size_t max_threads = static_cast<size_t>(std::max(ctx.options.max_connections, 8)) + 64;
-  // Beyond that, connections wait for a thread up to this bound; more are shed (503, closed).
-  const size_t max_queued = max_threads;
+  const auto max_threads = static_cast<size_t>(std::max(ctx.options.max_http_workers, 1));
   // httplib takes ownership of the returned queue (its API needs a raw pointer).
-  server_->new_task_queue = [max_threads, max_queued] {
-    return new GrowingTaskQueue(max_threads, max_queued);
-  };
+  server_->new_task_queue = [max_threads] { return new GrowingTaskQueue(max_threads); };
   server_->set_keep_alive_max_count(100000);
   server_->set_payload_max_length(ctx.options.max_request_size_bytes);
   ConnectionMonitor* monitor = monitor_.get();
@@ -347,9 +400,14 @@ void HttpServer::register_routes() {
   httplib::Server& s = *server_;
   ServingContext& ctx = ctx_;
 
-  // API key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer
+  // A request whose headers frame its body ambiguously gets a 400 before anything reads it. Then
+  // the API key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer
   // (401, {"error":"Unauthorized"}, not the OpenAI error object).
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (const std::string framing = request_framing_error(); !framing.empty()) {
+      send_error(res, bad_request("Bad request framing: " + framing));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!ctx.options.api_key || req.method == "OPTIONS" || req.path.rfind("/v1", 0) != 0) {
       return httplib::Server::HandlerResponse::Unhandled;
     }

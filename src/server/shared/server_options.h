@@ -33,6 +33,9 @@ struct ServerOptions {
   double shutdown_timeout_s = 0;  // --shutdown-timeout: drain time on SIGTERM (vLLM: 0)
   // --http-timeout: time to send one whole request, and for the client to take each write.
   double http_timeout_s = 30;
+  // --max-http-workers: threads serving connections, one per open connection (a stream's for its
+  // whole life); a connection that finds none free gets 503 and is closed.
+  int max_http_workers = 512;
   // --allowed-local-media-path, --allowed-media-domains, --media-fetch-timeout,
   // --disable-media-url-fetch (and VLLM_MEDIA_URL_ALLOW_REDIRECTS)
   media::MediaConnectorOptions media;

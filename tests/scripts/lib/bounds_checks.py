@@ -17,9 +17,10 @@ from harden_checks import (CheckFailed, check_error_body, expect, host_port, htt
                            wait_for)
 
 
-def read_response(s, timeout):
+def read_response(s, timeout, past_end=None):
     """(status, headers dict with lower-case names, body bytes) of one response on `s`, read to
-    its Content-Length, or None when the server closed or reset the connection first."""
+    its Content-Length, or None when the server closed or reset the connection first. The bytes
+    received past the response are appended to the list `past_end` when given."""
     s.settimeout(timeout)
     data = b""
     try:
@@ -40,6 +41,8 @@ def read_response(s, timeout):
             if not chunk:
                 return None
             body += chunk
+        if past_end is not None:
+            past_end.append(body[length:])
         return int(lines[0].split()[1]), headers, body[:length]
     except (ConnectionResetError, BrokenPipeError):
         return None
@@ -230,7 +233,7 @@ def connection_flood(args):
         sampler.join()
         for s in flood + held:
             s.close()
-    # Threads for the cap plus refusals (max(8, cap) + 64), as many queued, and slack.
+    # Threads for the cap plus refusals (--max-http-workers 72 = cap + 64), twice, and slack.
     bound = base + 2 * (max(args.max_connections, 8) + 64) + 32
     print(f"{args.connections} connections over the cap: {statuses}; server descriptors "
           f"{base} -> peak {peak[0]} (bound {bound})")
