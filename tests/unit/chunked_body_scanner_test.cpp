@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/client_stream.h"
+#include "server/http/client_stream.h"
 
 namespace gemmaserve {
 namespace {
