@@ -21,6 +21,7 @@
 #include "server/chat_rendering.h"
 #include "server/client_stream.h"
 #include "server/connection_monitor.h"
+#include "server/cors.h"
 #include "server/request_body.h"
 #include "server/serving_chat.h"
 #include "server/serving_completions.h"
@@ -129,13 +130,16 @@ class MonitoredServer : public httplib::Server {
         io_timeout_(io_timeout),
         limits_{kMaxHeaderBytes, max_body_bytes + kChunkFramingBytes} {
     // Once draining, every response closes its connection (the client reconnects elsewhere).
-    set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (monitor_.draining() && !res.has_header("Connection")) {
         res.headers.erase("Keep-Alive");
         res.set_header("Connection", "close");
       }
+      if (response_headers_) response_headers_(req, res);
     });
   }
+  // Headers every answer gets (CORS, X-Request-Id), whichever path produced it.
+  void set_response_headers(httplib::Server::Handler add) { response_headers_ = std::move(add); }
 
   // httplib listens with a backlog of 5; a burst of clients needs the system's maximum.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
@@ -156,6 +160,7 @@ class MonitoredServer : public httplib::Server {
   ConnectionMonitor& monitor_;
   std::chrono::milliseconds io_timeout_;
   RequestLimits limits_;
+  httplib::Server::Handler response_headers_;
 };
 
 // After the answer: the client's unread bytes (up to a bound, or `linger`) are read, so that
@@ -347,6 +352,65 @@ void send_serving_response(httplib::Response& res, ServingResponse response) {
       [stream](bool) { *stream = nullptr; });
 }
 
+// The request headers CORS reads.
+CorsRequest cors_request(const httplib::Request& req) {
+  CorsRequest r;
+  r.method = req.method;
+  if (req.has_header("Origin")) r.origin = req.get_header_value("Origin");
+  if (req.has_header("Access-Control-Request-Method")) {
+    r.request_method = req.get_header_value("Access-Control-Request-Method");
+  }
+  if (req.has_header("Access-Control-Request-Headers")) {
+    r.request_headers = req.get_header_value("Access-Control-Request-Headers");
+  }
+  r.has_cookie = req.has_header("Cookie");
+  return r;
+}
+
+// vLLM's middlewares: CORS headers (not on the API key's 401: its middleware runs outside
+// CORS) and, with --enable-request-id-headers, X-Request-Id (the request's, else a uuid4 hex).
+void add_cors_and_request_id_headers(const ServerOptions& options, const httplib::Request& req,
+                                     httplib::Response& res) {
+  if (res.status != 401 && !cors_preflight(options.cors, cors_request(req))) {
+    for (auto& [name, value] : cors_response_headers(options.cors, cors_request(req))) {
+      if (name == "Access-Control-Allow-Origin") res.headers.erase(name);
+      res.headers.emplace(name, value);
+    }
+  }
+  if (options.enable_request_id_headers && !res.has_header("X-Request-Id")) {
+    res.set_header("X-Request-Id", req.has_header("X-Request-Id")
+                                       ? req.get_header_value("X-Request-Id")
+                                       : random_request_id(""));
+  }
+}
+
+// Known routes with the wrong method: 405 like FastAPI (httplib alone would say 404).
+void method_not_allowed(const httplib::Request&, httplib::Response& res) {
+  send_json(res, 405, error_json(405, status_phrase(405), status_phrase(405), std::nullopt));
+}
+
+// GET /tokenizer_info (vLLM's --enable-tokenizer-info-endpoint).
+void register_tokenizer_info(httplib::Server& s, ServingContext& ctx) {
+  s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      const Tokenizer* tok = ctx.engine.tokenizer();
+      if (tok == nullptr) throw bad_request("this model has no tokenizer");
+      ordered_json out;
+      out["tokenizer_class"] = "GemmaTokenizer";
+      out["bos_token"] = ctx.bos_token;
+      out["eos_token"] = ctx.eos_token;
+      out["pad_token"] = "<pad>";
+      out["chat_template"] =
+          ctx.chat_template ? ordered_json(ctx.chat_template->source()) : ordered_json(nullptr);
+      out["model_max_length"] = ctx.engine.max_model_len();
+      send_json(res, 200, out);
+    });
+  });
+  s.Post("/tokenizer_info", method_not_allowed);
+  s.Put("/tokenizer_info", method_not_allowed);
+  s.Delete("/tokenizer_info", method_not_allowed);
+}
+
 }  // namespace
 
 namespace {
@@ -438,9 +502,20 @@ void HttpServer::register_routes() {
   httplib::Server& s = *server_;
   ServingContext& ctx = ctx_;
 
-  // API key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer
-  // (401, {"error":"Unauthorized"}, not the OpenAI error object).
+  static_cast<MonitoredServer&>(s).set_response_headers(
+      [&ctx](const httplib::Request& req, httplib::Response& res) {
+        add_cors_and_request_id_headers(ctx.options, req, res);
+      });
+  // CORS preflights first (vLLM's CORSMiddleware answers them before any route), then the API
+  // key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer (401,
+  // {"error":"Unauthorized"}, not the OpenAI error object).
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (auto preflight = cors_preflight(ctx.options.cors, cors_request(req))) {
+      res.status = preflight->status;
+      for (auto& [name, value] : preflight->headers) res.headers.emplace(name, value);
+      res.set_content(preflight->body, "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!ctx.options.api_key || req.method == "OPTIONS" || req.path.rfind("/v1", 0) != 0) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -534,32 +609,15 @@ void HttpServer::register_routes() {
   s.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { send_json(res, 200, serve_detokenize(ctx, parse_body(req))); });
   });
-  s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
-    guarded(res, [&] {
-      const Tokenizer* tok = ctx.engine.tokenizer();
-      if (tok == nullptr) throw bad_request("this model has no tokenizer");
-      ordered_json out;
-      out["tokenizer_class"] = "GemmaTokenizer";
-      out["bos_token"] = ctx.bos_token;
-      out["eos_token"] = ctx.eos_token;
-      out["pad_token"] = "<pad>";
-      out["chat_template"] =
-          ctx.chat_template ? ordered_json(ctx.chat_template->source()) : ordered_json(nullptr);
-      out["model_max_length"] = ctx.engine.max_model_len();
-      send_json(res, 200, out);
-    });
-  });
-
+  // vLLM serves it only with --enable-tokenizer-info-endpoint: it shows the chat template.
+  if (ctx.options.enable_tokenizer_info_endpoint) register_tokenizer_info(s, ctx);
   // Known routes with the wrong method: 405 like FastAPI (httplib alone would say 404).
-  const auto method_not_allowed = [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 405, error_json(405, status_phrase(405), status_phrase(405), std::nullopt));
-  };
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
     s.Get(path, method_not_allowed);
     s.Put(path, method_not_allowed);
     s.Delete(path, method_not_allowed);
   }
-  for (const char* path : {"/v1/models", "/health", "/version", "/metrics", "/tokenizer_info"}) {
+  for (const char* path : {"/v1/models", "/health", "/version", "/metrics"}) {
     s.Post(path, method_not_allowed);
     s.Put(path, method_not_allowed);
     s.Delete(path, method_not_allowed);
