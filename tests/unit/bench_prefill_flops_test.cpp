@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak_rate.h"
 #include "model/weights.h"
-#include "test_support.h"
+#include "server_test_support.h"
 
 namespace gemmaserve {
 namespace {
@@ -43,19 +43,20 @@ TEST(PrefillFlops, TinyPresetByHand) {
 // The prefill share of peak divides the FLOPs of the prompts that ran: a --prompt-file's tokens,
 // not --input-len (which only sizes random prompts).
 TEST(PrefillFlops, LatencyPromptFileCountsTheFilesTokensNotInputLen) {
+  GS_REQUIRE_SHARED(shared);
   testing::TempDir tmp;
   const std::string model = (tmp.path() / "m").string();
-  const auto made = testing::run_command(testing::cli_binary().string() +
-                                         " make-test-model --preset tiny --out " + model + " 2>&1");
-  ASSERT_EQ(made.exit_code, 0) << made.out;
+  // The tiny preset with the real vocabulary: the prompt file needs a tokenizer.
+  const std::string made = testing::make_tiny_chat_model(shared, model);
+  ASSERT_EQ(made, "");
   const auto prompt_file = tmp.path() / "prompt.txt";
   std::ofstream(prompt_file) << "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n";
   const auto json_path = tmp.path() / "latency.json";
   const auto run = testing::run_command(
       testing::cli_binary().string() + " bench latency " + model + " --prompt-file " +
       prompt_file.string() + " --input-len 4 --output-len 2 --batch-size 2 --num-iters 1" +
-      " --num-iters-warmup 0 --membw-size-mib 4 --threads 1 --output-json " + json_path.string() +
-      " 2>&1");
+      " --num-iters-warmup 0 --membw-size-mib 4 --threads 1 --max-model-len 256" +
+      " --kv-cache-memory-bytes 16M --output-json " + json_path.string() + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const auto result = nlohmann::json::parse(testing::read_text_file(json_path));
   const int64_t file_tokens = result.at("input_len").get<int64_t>();
