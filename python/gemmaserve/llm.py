@@ -97,10 +97,10 @@ class LLM:
         data_parallel_size: Engine replicas in this process, each with its own KV cache and a
             share of the threads; prompts go to the replica with the longest cached prefix,
             else the least loaded (1).
-        tensor_parallel_size: Ranks the model is split over (1). Honoured when the script runs
-            under ``mpirun -n N`` with N equal to it (every rank but 0 serves the model inside
-            this constructor and exits when rank 0's LLM ends); otherwise the whole model runs
-            in this one process, with a warning saying so.
+        tensor_parallel_size: Ranks the model is split over (1). N > 1 needs the script to run
+            under ``mpirun -n N`` (every rank but 0 serves the model inside this constructor and
+            exits when rank 0's LLM ends); elsewhere it raises ValueError saying so, rather than
+            run the whole model in one process.
         speculative_config: vLLM's speculative decoding dict, e.g. ``{"method": "ngram",
             "num_speculative_tokens": 4}`` (None: off).
         **kwargs: GPU-only and unknown vLLM arguments (``trust_remote_code``,
@@ -176,12 +176,11 @@ class LLM:
         the engine, the others serve the model here and end the process with rank 0's LLM."""
         ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
         if ranks != size:
-            where = "this one process" if ranks == 1 else f"one of {ranks} mpirun ranks"
-            logger.warning(f"LLM(tensor_parallel_size={size}) needs {size} ranks: run the script "
-                           f"under `mpirun -n {size}` to split the model (or serve it with "
-                           f"`gemmaserve serve MODEL --tensor-parallel-size {size}`); the whole "
-                           f"model runs in {where}")
-            return
+            where = "a process outside mpirun" if ranks == 1 else f"one of {ranks} mpirun ranks"
+            raise ValueError(f"LLM(tensor_parallel_size={size}) needs {size} ranks, and this is "
+                             f"{where}: run the script under `mpirun -n {size}`, serve the model "
+                             f"with `gemmaserve serve MODEL --tensor-parallel-size {size}`, or "
+                             "pass tensor_parallel_size=1")
         args["tensor_parallel_size"] = size
         args["distributed_executor_backend"] = "mpi"
         if int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) != 0:

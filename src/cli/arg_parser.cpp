@@ -22,6 +22,12 @@ ArgParser& ArgParser::flag(const std::string& name, std::vector<std::string> ali
   return *this;
 }
 
+std::vector<std::string> ArgParser::declared_flags() const {
+  std::set<std::string> names(value_flags_.begin(), value_flags_.end());
+  names.insert(bool_flags_.begin(), bool_flags_.end());
+  return {names.begin(), names.end()};
+}
+
 std::string ArgParser::canonical(const std::string& spelled) const {
   auto it = alias_to_name_.find(spelled);
   if (it != alias_to_name_.end()) return it->second;

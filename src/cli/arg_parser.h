@@ -32,6 +32,8 @@ class ArgParser {
   int get_non_negative_int(const std::string& name, int fallback) const;
   double get_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
+  // Every declared flag under its canonical name (aliases left out), sorted.
+  std::vector<std::string> declared_flags() const;
   const std::vector<std::string>& after_dashes() const { return after_dashes_; }
 
  private:

@@ -195,14 +195,6 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
   }
   const double temperature = p.get_double("--temperature", 1.0);
   if (!(temperature >= 0)) throw InputError("--temperature must be >= 0");
-  // Weight bytes from a second mapping of the checkpoint (shares the page cache).
-  double pp_flops = 0;
-  uint64_t bytes_per_step = 0;
-  {
-    const ModelWeights counted = load_model_weights(ea.model);
-    bytes_per_step = weight_bytes_per_token(counted);
-    pp_flops = prefill_flops(counted, input_len, batch_size);
-  }
   const int threads = ea.threads > 0
                           ? ea.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -222,7 +214,16 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     file_prompt = llm.engine().encode_prompt(text);
     std::printf("Prompt: %zu tokens from %s\n", file_prompt->size(), path->c_str());
-    input_len = static_cast<int>(file_prompt->size());  // the prefill FLOPs stay --input-len's
+    input_len = static_cast<int>(file_prompt->size());
+  }
+  // Weight bytes and prefill FLOPs (of the prompts run) from a second mapping of the checkpoint
+  // (shares the page cache).
+  double pp_flops = 0;
+  uint64_t bytes_per_step = 0;
+  {
+    const ModelWeights counted = load_model_weights(ea.model);
+    bytes_per_step = weight_bytes_per_token(counted);
+    pp_flops = prefill_flops(counted, input_len, batch_size);
   }
   // Fresh prompts every iteration, so prefix caching cannot shorten later iterations.
   const auto batch = [&] {

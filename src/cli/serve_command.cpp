@@ -13,6 +13,7 @@
 #include "cli/arg_parser.h"
 #include "cli/engine_flags.h"
 #include "cli/tensor_parallel_launch.h"
+#include "cli/vllm_serve_flags.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/data_parallel/engine_replicas.h"
@@ -46,8 +47,7 @@ constexpr const char* kUsage =
     "                                     (both parsers are on by default for Gemma 4)\n"
     "  --structured-outputs-config JSON  '{\"disable_any_whitespace\": true}': JSON answers "
     "without\n"
-    "                                     blank space (the other keys, vLLM's backends, are "
-    "ignored)\n"
+    "                                     blank space (backend: auto only; other keys refused)\n"
     "  --max-logprobs N (20)\n"
     "  --max-request-size-mb N (64)  --max-waiting-requests N (8 x --max-num-seqs; more: 503)\n"
     "  --max-connections N (1024)         open connections; more get 503 and are closed\n"
@@ -72,66 +72,36 @@ constexpr const char* kUsage =
     "  --disable-media-url-fetch          no network fetches at all: http(s) image URLs get a\n"
     "                                     400; data: and allowed file:// URLs still work\n"
     "  (env VLLM_MEDIA_EGRESS_BLOCK_PRIVATE=1: refuse loopback/private/link-local addresses)\n"
-    "accepted for compatibility, logged and ignored on CPU:\n"
-    "  --pipeline-parallel-size/-pp, --enforce-eager, --compilation-config, --trust-remote-code,\n"
-    "  --dtype, --enable-chunked-prefill, --async-scheduling, --kv-cache-dtype, "
-    "--quantization/-q,\n"
-    "  ...\n";
+    "CORS (vLLM's defaults: any origin, method and header):\n"
+    "  --allowed-origins JSON  --allowed-methods JSON  --allowed-headers JSON  "
+    "--allow-credentials\n"
+    "  --enable-request-id-headers        X-Request-Id on every response\n"
+    "  --enable-prompt-tokens-details     usage.prompt_tokens_details.cached_tokens\n"
+    "  --enable-force-include-usage       a usage chunk at the end of every stream\n"
+    "  --return-tokens-as-token-ids       logprob tokens as token_id:N by default\n"
+    "  --enable-tokenizer-info-endpoint   serve /tokenizer_info\n"
+    "every other vLLM serve flag is refused with its reason or, for GPU-only hints such as\n"
+    "--enforce-eager, accepted with one warning (docs/PROTOCOL.md, serve flags)\n";
 
-// Flags vLLM users pass that have no meaning (yet) on one CPU process.
-const std::vector<std::string>& ignored_value_flags() {
-  static const std::vector<std::string> flags = {"--pipeline-parallel-size",
-                                                 "--compilation-config",
-                                                 "--dtype",
-                                                 "--kv-cache-dtype",
-                                                 "--quantization",
-                                                 "--chat-template-content-format",
-                                                 "--swap-space",
-                                                 "--speculative-config",
-                                                 "--allowed-origins",
-                                                 "--load-format",
-                                                 "--task",
-                                                 "--max-num-partial-prefills"};
-  return flags;
-}
-const std::vector<std::string>& ignored_bool_flags() {
-  static const std::vector<std::string> flags = {"--enforce-eager",
-                                                 "--trust-remote-code",
-                                                 "--enable-chunked-prefill",
-                                                 "--async-scheduling",
-                                                 "--disable-log-stats",
-                                                 "--enable-prompt-tokens-details",
-                                                 "--enable-request-id-headers",
-                                                 "--enable-tokenizer-info-endpoint",
-                                                 "--language-model-only",
-                                                 "--disable-uvicorn-access-log",
-                                                 "--enable-log-requests",
-                                                 "--enable-log-outputs"};
-  return flags;
-}
-
-// vLLM's nargs="+" flags (--served-model-name, --allowed-media-domains) and its short aliases,
-// rewritten for ArgParser.
+// vLLM's nargs="+" flags and its short aliases, rewritten for ArgParser.
 std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "-tp") {
-      out.push_back("--tensor-parallel-size");
-    } else if (a == "-dp") {
-      out.push_back("--data-parallel-size");
-    } else if (a == "-pp") {
-      out.push_back("--pipeline-parallel-size");
-    } else if (a == "-q") {
-      out.push_back("--quantization");
-    } else if (a == "--served-model-name" || a == "--allowed-media-domains") {
-      bool any = false;
+    if (a.size() > 2 && a.rfind("-O", 0) == 0 && a.find('=') == std::string::npos) {
+      out.push_back("--compilation-config");  // vLLM's -O3
+      out.push_back(a.substr(2));
+    } else if (takes_several_values(a)) {
+      size_t count = 0;
       while (i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) {
         out.push_back(a);
         out.push_back(args[++i]);
-        any = true;
+        ++count;
       }
-      if (!any) throw InputError("flag " + a + " needs a value");
+      if (count == 0) throw InputError("flag " + a + " needs a value");
+      if (a == "--api-key" && count > 1) {
+        throw InputError("--api-key: takes several keys; gemmaserve checks one key");
+      }
     } else {
       out.push_back(a);
     }
@@ -192,7 +162,7 @@ media::MediaConnectorOptions media_options(const ArgParser& p) {
 
 }  // namespace
 
-int run_serve_command(const std::vector<std::string>& raw_args) {
+ArgParser serve_arg_parser() {
   ArgParser p;
   add_engine_flags(p);
   p.value("--model").value("--host").value("--port").value("--served-model-name");
@@ -206,13 +176,44 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   p.value("--image-fetch-timeout");
   p.flag("--disable-media-url-fetch").flag("--disable-media-url-redirects");
   p.flag("--trust-request-chat-template").flag("--enable-auto-tool-choice");
-  p.flag("--disable-log-requests").flag("--help", {"-h"});
-  for (const auto& f : ignored_value_flags()) p.value(f);
-  for (const auto& f : ignored_bool_flags()) p.flag(f);
+  p.flag("--disable-log-requests").flag("--enable-log-requests").flag("--help", {"-h"});
+  p.value("--allowed-origins").value("--allowed-methods").value("--allowed-headers");
+  p.flag("--allow-credentials").flag("--enable-request-id-headers");
+  p.flag("--enable-prompt-tokens-details").flag("--enable-force-include-usage");
+  p.flag("--return-tokens-as-token-ids").flag("--enable-tokenizer-info-endpoint");
+  p.value("--scheduling-policy").flag("--disable-mm-preprocessor-cache");
+  declare_vllm_flag_rules(p);
+  return p;
+}
+
+namespace {
+
+// --allowed-origins and its siblings: vLLM parses them with json.loads (a list of strings).
+std::vector<std::string> json_string_list_flag(const ArgParser& p, const std::string& flag,
+                                               std::vector<std::string> fallback) {
+  const auto text = p.get(flag);
+  if (!text) return fallback;
+  ordered_json j;
+  try {
+    j = ordered_json::parse(*text);
+  } catch (const std::exception& e) {
+    throw InputError(flag + ": invalid JSON: " + e.what());
+  }
+  const auto is_string = [](const ordered_json& v) { return v.is_string(); };
+  if (!j.is_array() || !std::all_of(j.begin(), j.end(), is_string)) {
+    throw InputError(flag + ": must be a JSON list of strings such as '[\"*\"]'");
+  }
+  return j.get<std::vector<std::string>>();
+}
+
+}  // namespace
+
+std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_args) {
+  ArgParser p = serve_arg_parser();
   p.parse(normalize_args(raw_args), 1);
   if (p.get_flag("--help")) {
     std::cout << kUsage << engine_flags_usage();
-    return 0;
+    return std::nullopt;
   }
   std::string model;
   if (!p.positionals().empty()) model = p.positionals()[0];
@@ -224,8 +225,11 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   }
   if (model.empty()) throw InputError("serve needs MODEL_DIR (or --model)\n" + std::string(kUsage));
   if (auto lvl = p.get("--uvicorn-log-level")) log::set_level(log::parse_level(*lvl));
+  apply_vllm_flag_rules(p);
 
-  ServerOptions opt;
+  ServeSetup setup;
+  setup.model = model;
+  ServerOptions& opt = setup.options;
   opt.host = p.get("--host").value_or(opt.host);
   opt.port = p.get_int("--port", opt.port);
   if (opt.port < 0 || opt.port > 65535) throw InputError("--port must be in [0, 65535]");
@@ -255,10 +259,14 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   if (auto so = p.get("--structured-outputs-config")) {
     const ordered_json config = parse_json_object_flag("--structured-outputs-config", *so);
     for (const auto& [key, value] : config.items()) {
+      if (key == "backend" && value == "auto") continue;  // vLLM's default
       if (key != "disable_any_whitespace") {
-        GS_LOG_WARNING << "--structured-outputs-config: '" << key << "' is ignored (gemmaserve "
-                       << "has one structured-output backend)";
-      } else if (!value.is_boolean()) {
+        throw InputError("--structured-outputs-config: '" + key +
+                         "' is not supported: gemmaserve "
+                         "has one structured-output backend (keys: disable_any_whitespace, "
+                         "backend auto)");
+      }
+      if (!value.is_boolean()) {
         throw InputError(
             "--structured-outputs-config: disable_any_whitespace must be true or false");
       } else {
@@ -276,7 +284,22 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
                        "' (gemmaserve has gemma4 and none)");
     }
   }
-  opt.disable_log_requests = p.get_flag("--disable-log-requests");
+  opt.disable_log_requests = p.has("--disable-log-requests")
+                                 ? p.get_flag("--disable-log-requests")
+                                 : !p.get_flag("--enable-log-requests", true);
+  opt.cors.allowed_origins = json_string_list_flag(p, "--allowed-origins", {"*"});
+  opt.cors.allowed_methods = json_string_list_flag(p, "--allowed-methods", {"*"});
+  opt.cors.allowed_headers = json_string_list_flag(p, "--allowed-headers", {"*"});
+  opt.cors.allow_credentials = p.get_flag("--allow-credentials");
+  opt.enable_request_id_headers = p.get_flag("--enable-request-id-headers");
+  opt.enable_prompt_tokens_details = p.get_flag("--enable-prompt-tokens-details");
+  opt.enable_force_include_usage = p.get_flag("--enable-force-include-usage");
+  opt.return_tokens_as_token_ids = p.get_flag("--return-tokens-as-token-ids");
+  opt.enable_tokenizer_info_endpoint = p.get_flag("--enable-tokenizer-info-endpoint");
+  if (auto policy = p.get("--scheduling-policy");
+      policy && *policy != "fcfs" && *policy != "priority") {
+    throw InputError("--scheduling-policy: unknown policy '" + *policy + "' (fcfs or priority)");
+  }
   const int size_mb = p.get_int("--max-request-size-mb", 64);
   if (size_mb <= 0) throw InputError("--max-request-size-mb must be positive");
   opt.max_request_size_bytes = static_cast<size_t>(size_mb) << 20;
@@ -290,8 +313,9 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.http_timeout_s = p.get_double("--http-timeout", opt.http_timeout_s);
   if (!(opt.http_timeout_s > 0)) throw InputError("--http-timeout must be positive");
   opt.media = media_options(p);
-  const EngineArgs ea = engine_args_from_flags(p, model);
-  if (run_as_tensor_parallel_follower(ea)) return 0;
+  setup.engine_args = engine_args_from_flags(p, model);
+  EngineArgs& ea = setup.engine_args;
+  if (p.get_flag("--disable-mm-preprocessor-cache")) ea.mm_processor_cache_gb = 0;
   opt.max_waiting_requests = p.get_int("--max-waiting-requests", 8 * ea.max_num_seqs);
   if (opt.max_waiting_requests <= 0) throw InputError("--max-waiting-requests must be positive");
   // Every running sequence can stream on its own connection, and as many more connections can
@@ -299,17 +323,16 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   opt.max_http_workers = p.get_int("--max-http-workers", std::max(64, 2 * ea.max_num_seqs));
   if (opt.max_http_workers <= 0) throw InputError("--max-http-workers must be positive");
 
-  for (const auto& f : ignored_value_flags()) {
-    if (auto v = p.get(f)) {
-      GS_LOG_WARNING << f << " " << *v << " is accepted for vLLM compatibility and ignored: "
-                     << "gemmaserve runs one CPU process (float32 compute)";
-    }
-  }
-  for (const auto& f : ignored_bool_flags()) {
-    if (p.get_flag(f)) {
-      GS_LOG_INFO << f << " is accepted for vLLM compatibility; no effect here";
-    }
-  }
+  return setup;
+}
+
+int run_serve_command(const std::vector<std::string>& raw_args) {
+  std::optional<ServeSetup> setup = parse_serve_args(raw_args);
+  if (!setup) return 0;  // --help
+  const std::string& model = setup->model;
+  const ServerOptions& opt = setup->options;
+  const EngineArgs& ea = setup->engine_args;
+  if (run_as_tensor_parallel_follower(ea)) return 0;
 
   // SIGINT/SIGTERM are taken by one waiting thread; blocked before any other thread starts.
   sigset_t signals;

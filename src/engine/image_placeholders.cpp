@@ -123,6 +123,11 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_tex
       throw InputError(flag + ": the limit of '" + key + "' must be a non-negative integer, got " +
                        value.dump());
     }
+    if (key != "image" && count.get<int64_t>() != 0) {
+      throw InputError(flag +
+                       ": video and audio inputs are not supported yet by gemmaserve (images "
+                       "only); a limit of 0 is accepted");
+    }
     limits[key] = static_cast<int>(count.get<int64_t>());
   }
   return limits;

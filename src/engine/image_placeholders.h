@@ -63,8 +63,9 @@ int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
 std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
                                              const std::string& where);
 
-// --limit-mm-per-prompt '{"image": N}' (also {"image": {"count": N}}; video and audio accepted
-// and kept): modality -> most items per prompt. InputError for bad JSON, keys or counts.
+// --limit-mm-per-prompt '{"image": N}' (also {"image": {"count": N}}; video and audio only 0,
+// as gemmaserve takes neither): modality -> most items per prompt. InputError for bad JSON, keys
+// or counts.
 std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text);
 
 // vLLM's "At most N image(s) may be provided in one prompt." (+ the flag hint) when `count`

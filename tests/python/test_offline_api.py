@@ -204,12 +204,10 @@ def test_progress_bar_like_vllm(dense: LLM, capfd: pytest.CaptureFixture,
 
 
 def test_default_sampling_params_and_ignored_arguments(capfd: pytest.CaptureFixture) -> None:
-    llm = LLM(golden_model("dense"), trust_remote_code=True, tensor_parallel_size=4,
+    llm = LLM(golden_model("dense"), trust_remote_code=True,
               compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}, dtype="bfloat16",
               **SMALL_ENGINE)
     err = capfd.readouterr().err
-    assert ("LLM(tensor_parallel_size=4) needs 4 ranks: run the script under `mpirun -n 4` to "
-            "split the model") in err and "the whole model runs in this one process" in err
     assert "LLM(compilation_config={'cudagraph_mode': 'FULL_DECODE_ONLY'}) is accepted" in err
     assert "LLM(trust_remote_code=True) is accepted" in err
     assert "LLM(dtype='bfloat16') is accepted" in err
@@ -217,6 +215,15 @@ def test_default_sampling_params_and_ignored_arguments(capfd: pytest.CaptureFixt
     assert isinstance(defaults, SamplingParams) and defaults.max_tokens == 16
     out = llm.generate([[2, 3]], use_tqdm=False)  # no sampling_params: the defaults
     assert len(out[0].outputs[0].token_ids) <= 16
+
+
+def test_tensor_parallel_outside_mpirun_is_an_error_not_one_rank() -> None:
+    with pytest.raises(ValueError) as e:
+        LLM(golden_model("dense"), tensor_parallel_size=4, **SMALL_ENGINE)
+    assert str(e.value) == (
+        "LLM(tensor_parallel_size=4) needs 4 ranks, and this is a process outside mpirun: run the "
+        "script under `mpirun -n 4`, serve the model with `gemmaserve serve MODEL "
+        "--tensor-parallel-size 4`, or pass tensor_parallel_size=1")
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -57,12 +57,18 @@ def llm(chat_model: str) -> LLM:
     return LLM(chat_model, max_model_len=512, kv_cache_memory_bytes=32 << 20, threads=2)
 
 
-def test_seed_offline_example_runs_unchanged(chat_model: str, tmp_path: Path) -> None:
+def test_seed_offline_example_runs_with_one_rank(chat_model: str, tmp_path: Path) -> None:
     program = SEED_PROGRAM.replace("from vllm import", "from gemmaserve import")
     program = program.replace("/root/.cache/path/to/gemma4", chat_model)
     assert program.count("gemmaserve") == 1 and chat_model in program
     script = tmp_path / "offline.py"
+    # Unchanged, it asks for 4 ranks outside mpirun: a clear error, not one rank quietly.
     script.write_text(program)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, check=False, timeout=300)
+    assert run.returncode != 0
+    assert "ValueError: LLM(tensor_parallel_size=4) needs 4 ranks" in run.stderr, run.stderr
+    script.write_text(program.replace("tensor_parallel_size=4", "tensor_parallel_size=1"))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          cwd=tmp_path, check=False, timeout=300)
     assert run.returncode == 0, run.stderr

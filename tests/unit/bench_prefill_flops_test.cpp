@@ -3,12 +3,15 @@
 // and the measured arithmetic peak that count is compared with.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "cli/bench_kernels.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak_rate.h"
 #include "model/weights.h"
-#include "test_support.h"
+#include "server_test_support.h"
 
 namespace gemmaserve {
 namespace {
@@ -35,6 +38,31 @@ TEST(PrefillFlops, TinyPresetByHand) {
   const double attention = 4 * 4 * (2 * 52 * 32 + 55 * 64 + 2 * 8 * 32 + 10 * 64);
   EXPECT_DOUBLE_EQ(prefill_flops(w, n, 1), 2 * macs + attention);
   EXPECT_DOUBLE_EQ(prefill_flops(w, n, 3), 3 * (2 * macs + attention));
+}
+
+// The prefill share of peak divides the FLOPs of the prompts that ran: a --prompt-file's tokens,
+// not --input-len (which only sizes random prompts).
+TEST(PrefillFlops, LatencyPromptFileCountsTheFilesTokensNotInputLen) {
+  GS_REQUIRE_SHARED(shared);
+  testing::TempDir tmp;
+  const std::string model = (tmp.path() / "m").string();
+  // The tiny preset with the real vocabulary: the prompt file needs a tokenizer.
+  const std::string made = testing::make_tiny_chat_model(shared, model);
+  ASSERT_EQ(made, "");
+  const auto prompt_file = tmp.path() / "prompt.txt";
+  std::ofstream(prompt_file) << "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n";
+  const auto json_path = tmp.path() / "latency.json";
+  const auto run = testing::run_command(
+      testing::cli_binary().string() + " bench latency " + model + " --prompt-file " +
+      prompt_file.string() + " --input-len 4 --output-len 2 --batch-size 2 --num-iters 1" +
+      " --num-iters-warmup 0 --membw-size-mib 4 --threads 1 --max-model-len 256" +
+      " --kv-cache-memory-bytes 16M --output-json " + json_path.string() + " 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto result = nlohmann::json::parse(testing::read_text_file(json_path));
+  const int64_t file_tokens = result.at("input_len").get<int64_t>();
+  ASSERT_GT(file_tokens, 4) << run.out;
+  const ModelWeights w = load_model_weights(model);
+  EXPECT_DOUBLE_EQ(result.at("prefill_flops").get<double>(), prefill_flops(w, file_tokens, 2));
 }
 
 TEST(PeakRates, KindsThisCpuHasAreMeasured) {

@@ -108,6 +108,19 @@ TEST(LimitMmPerPrompt, ParsesAndChecks) {
             "--limit-mm-per-prompt must be a JSON object such as '{\"image\": 2}'");
 }
 
+// A video or audio limit above 0 would promise inputs gemmaserve cannot take: refused, not
+// dropped.
+TEST(LimitMmPerPrompt, VideoAndAudioAboveZeroAreRefused) {
+  const std::string refusal =
+      "--limit-mm-per-prompt: video and audio inputs are not supported yet by gemmaserve (images "
+      "only); a limit of 0 is accepted";
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"video": 1})"); }), refusal);
+  EXPECT_EQ(
+      input_error_of([] { parse_limit_mm_per_prompt(R"({"image": 1, "audio": {"count": 2}})"); }),
+      refusal);
+  EXPECT_EQ(parse_limit_mm_per_prompt(R"({"audio": 0})").at("audio"), 0);
+}
+
 TEST(ImageContentHash, DependsOnPixelsSizeAndBudget) {
   image::RgbImage a{2, 1, {1, 2, 3, 4, 5, 6}};
   image::RgbImage b = a;

@@ -21,6 +21,7 @@
 #include "server/http/request_body.h"
 #include "server/http/route_helpers.h"
 #include "server/shared/api_error.h"
+#include "server/shared/cors.h"
 
 namespace gemmaserve {
 namespace {
@@ -177,7 +178,7 @@ class MonitoredServer : public httplib::Server {
     // Once draining, every response closes its connection (the client reconnects elsewhere).
     // So does one answered before its request's body was read, unless the rest of that body is
     // small enough to read and drop now: the next request must not be parsed from it.
-    set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       ClientStream* stream = t_client_stream;
       const bool body_read = stream == nullptr || stream->discard_body(kMaxDiscardBytes);
       if (stream != nullptr && !body_read) stream->end_keep_alive();
@@ -185,8 +186,11 @@ class MonitoredServer : public httplib::Server {
         res.headers.erase("Keep-Alive");
         res.set_header("Connection", "close");
       }
+      if (response_headers_) response_headers_(req, res);
     });
   }
+  // Headers every answer gets (CORS, X-Request-Id), whichever path produced it.
+  void set_response_headers(httplib::Server::Handler add) { response_headers_ = std::move(add); }
 
   // httplib listens with a backlog of 5; a burst of clients needs the system's maximum.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
@@ -210,6 +214,7 @@ class MonitoredServer : public httplib::Server {
   int max_workers_;
   size_t max_body_bytes_;
   RequestLimits limits_;
+  httplib::Server::Handler response_headers_;
 };
 
 // After the answer: the client's unread bytes (up to a bound, or `linger`) are read, so that
@@ -314,6 +319,38 @@ bool bearer_token_matches(const std::string& header, const std::string& key) {
   return diff == 0;
 }
 
+// The request headers CORS reads.
+CorsRequest cors_request(const httplib::Request& req) {
+  CorsRequest r;
+  r.method = req.method;
+  if (req.has_header("Origin")) r.origin = req.get_header_value("Origin");
+  if (req.has_header("Access-Control-Request-Method")) {
+    r.request_method = req.get_header_value("Access-Control-Request-Method");
+  }
+  if (req.has_header("Access-Control-Request-Headers")) {
+    r.request_headers = req.get_header_value("Access-Control-Request-Headers");
+  }
+  r.has_cookie = req.has_header("Cookie");
+  return r;
+}
+
+// vLLM's middlewares: CORS headers (not on the API key's 401: its middleware runs outside
+// CORS) and, with --enable-request-id-headers, X-Request-Id (the request's, else a uuid4 hex).
+void add_cors_and_request_id_headers(const ServerOptions& options, const httplib::Request& req,
+                                     httplib::Response& res) {
+  if (res.status != 401 && !cors_preflight(options.cors, cors_request(req))) {
+    for (auto& [name, value] : cors_response_headers(options.cors, cors_request(req))) {
+      if (name == "Access-Control-Allow-Origin") res.headers.erase(name);
+      res.headers.emplace(name, value);
+    }
+  }
+  if (options.enable_request_id_headers && !res.has_header("X-Request-Id")) {
+    res.set_header("X-Request-Id", req.has_header("X-Request-Id")
+                                       ? req.get_header_value("X-Request-Id")
+                                       : random_request_id(""));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -400,12 +437,23 @@ void HttpServer::register_routes() {
   httplib::Server& s = *server_;
   ServingContext& ctx = ctx_;
 
+  static_cast<MonitoredServer&>(s).set_response_headers(
+      [&ctx](const httplib::Request& req, httplib::Response& res) {
+        add_cors_and_request_id_headers(ctx.options, req, res);
+      });
   // A request whose headers frame its body ambiguously gets a 400 before anything reads it. Then
-  // the API key on /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer
-  // (401, {"error":"Unauthorized"}, not the OpenAI error object).
+  // CORS preflights (vLLM's CORSMiddleware answers them before any route), then the API key on
+  // /v1 routes, as vLLM's AuthenticationMiddleware: its check and its exact answer (401,
+  // {"error":"Unauthorized"}, not the OpenAI error object).
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (const std::string framing = request_framing_error(); !framing.empty()) {
       send_error(res, bad_request("Bad request framing: " + framing));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (auto preflight = cors_preflight(ctx.options.cors, cors_request(req))) {
+      res.status = preflight->status;
+      for (auto& [name, value] : preflight->headers) res.headers.emplace(name, value);
+      res.set_content(preflight->body, "text/plain; charset=utf-8");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!ctx.options.api_key || req.method == "OPTIONS" || req.path.rfind("/v1", 0) != 0) {

@@ -54,25 +54,29 @@ void register_openai_routes(httplib::Server& s, ServingContext& ctx) {
   s.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { send_json(res, 200, serve_detokenize(ctx, parse_body(req))); });
   });
-  s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
-    guarded(res, [&] {
-      const Tokenizer* tok = ctx.engine.tokenizer();
-      if (tok == nullptr) throw bad_request("this model has no tokenizer");
-      nlohmann::ordered_json out;
-      out["tokenizer_class"] = "GemmaTokenizer";
-      out["bos_token"] = ctx.bos_token;
-      out["eos_token"] = ctx.eos_token;
-      out["pad_token"] = "<pad>";
-      out["chat_template"] = ctx.chat_template ? nlohmann::ordered_json(ctx.chat_template->source())
-                                               : nlohmann::ordered_json(nullptr);
-      out["model_max_length"] = ctx.engine.max_model_len();
-      send_json(res, 200, out);
+  // vLLM serves it only with --enable-tokenizer-info-endpoint: it shows the chat template.
+  if (ctx.options.enable_tokenizer_info_endpoint) {
+    s.Get("/tokenizer_info", [&ctx](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] {
+        const Tokenizer* tok = ctx.engine.tokenizer();
+        if (tok == nullptr) throw bad_request("this model has no tokenizer");
+        nlohmann::ordered_json out;
+        out["tokenizer_class"] = "GemmaTokenizer";
+        out["bos_token"] = ctx.bos_token;
+        out["eos_token"] = ctx.eos_token;
+        out["pad_token"] = "<pad>";
+        out["chat_template"] = ctx.chat_template
+                                   ? nlohmann::ordered_json(ctx.chat_template->source())
+                                   : nlohmann::ordered_json(nullptr);
+        out["model_max_length"] = ctx.engine.max_model_len();
+        send_json(res, 200, out);
+      });
     });
-  });
-
+    answer_other_methods(s, {"/tokenizer_info"}, /*posted=*/false);
+  }
   answer_other_methods(s, {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"},
                        /*posted=*/true);
-  answer_other_methods(s, {"/v1/models", "/tokenizer_info"}, /*posted=*/false);
+  answer_other_methods(s, {"/v1/models"}, /*posted=*/false);
 }
 
 }  // namespace gemmaserve

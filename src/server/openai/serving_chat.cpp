@@ -202,7 +202,8 @@ ordered_json final_response(const ServingContext& ctx, const ChatJob& job, const
   resp["choices"] = std::move(choices);
   resp["service_tier"] = nullptr;
   resp["system_fingerprint"] = nullptr;
-  resp["usage"] = usage_json(static_cast<int>(job.prompt_ids.size()), completion_tokens, -1,
+  resp["usage"] = usage_json(static_cast<int>(job.prompt_ids.size()), completion_tokens,
+                             reported_cached_tokens(ctx, r.num_cached_tokens),
                              completion_details(ctx, reasoning));
   resp["prompt_logprobs"] = r.prompt_logprobs
                                 ? prompt_logprobs_json(ctx, *r.prompt_logprobs, job.prompt_ids)
@@ -292,8 +293,10 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
     }
   }
   const bool with_token_ids = job->request.return_token_ids && !job->hide_metadata;
+  int cached_tokens = -1;
   const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
     for (SessionEvent& e : events) {
+      cached_tokens = std::max(cached_tokens, e.num_cached_tokens);
       for (const CompletionDelta& d : e.delta.outputs) {
         const auto i = static_cast<size_t>(d.index);
         ChatOutputParser& parser = *parsers[i];
@@ -356,8 +359,9 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
     }
     ordered_json c = chunk_json(ordered_json::array());
     // vLLM drops the null members of the final usage chunk (exclude_none).
-    c["usage"] = without_nulls(
-        usage_json(prompt_tokens, completion, -1, completion_details(ctx, reasoning)));
+    c["usage"] = without_nulls(usage_json(prompt_tokens, completion,
+                                          reported_cached_tokens(ctx, cached_tokens),
+                                          completion_details(ctx, reasoning)));
     if (!write(sse_event(c))) return;
   }
   write("data: [DONE]\n\n");
@@ -368,6 +372,7 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
 ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   auto job = std::make_shared<ChatJob>();
   job->request = parse_chat_request(body, ctx.engine.default_sampling_params());
+  apply_server_request_defaults(ctx, body, job->request);
   ChatRequest& req = job->request;
   check_model_name(ctx, req.model);
   log_ignored_fields(req.ignored_fields);

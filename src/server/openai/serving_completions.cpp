@@ -150,7 +150,10 @@ ordered_json final_response(const ServingContext& ctx, const CompletionJob& job,
   resp["choices"] = std::move(choices);
   resp["service_tier"] = nullptr;
   resp["system_fingerprint"] = nullptr;
-  resp["usage"] = usage_json(prompt_tokens, completion_tokens);
+  // vLLM reports the cached tokens of the last prompt.
+  const int cached_tokens = finals.empty() ? -1 : finals.back().num_cached_tokens;
+  resp["usage"] =
+      usage_json(prompt_tokens, completion_tokens, reported_cached_tokens(ctx, cached_tokens));
   resp["kv_transfer_params"] = nullptr;
   resp["ec_transfer_params"] = nullptr;
   resp["metrics"] = nullptr;
@@ -188,8 +191,12 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
     return sse_event(c);
   };
   const bool ids = job->request.return_token_ids;
+  int cached_tokens = -1;  // the last prompt's, as vLLM reports it
   const StreamEnd end = pump_stream(*session, write, [&](std::vector<SessionEvent>& events) {
     for (SessionEvent& e : events) {
+      if (e.prompt_index + 1 == job->prompts.size() && e.num_cached_tokens >= 0) {
+        cached_tokens = e.num_cached_tokens;
+      }
       const PreparedPrompt& prompt = job->prompts[e.prompt_index];
       for (const CompletionDelta& d : e.delta.outputs) {
         const size_t index = e.prompt_index * static_cast<size_t>(n) + static_cast<size_t>(d.index);
@@ -250,7 +257,8 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
     c["model"] = ctx.model_name();
     c["choices"] = ordered_json::array();
     // vLLM drops the null members of the final usage chunk (exclude_none).
-    c["usage"] = without_nulls(usage_json(prompt_tokens, completion));
+    c["usage"] = without_nulls(
+        usage_json(prompt_tokens, completion, reported_cached_tokens(ctx, cached_tokens)));
     if (!write(sse_event(c))) return;
   }
   write("data: [DONE]\n\n");
@@ -261,6 +269,7 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
 ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) {
   auto job = std::make_shared<CompletionJob>();
   job->request = parse_completion_request(body, ctx.engine.default_sampling_params());
+  apply_server_request_defaults(ctx, body, job->request);
   CompletionRequest& req = job->request;
   check_model_name(ctx, req.model);
   log_ignored_fields(req.ignored_fields);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/media/media_connector.h"
+#include "server/shared/cors.h"
 
 namespace gemmaserve {
 
@@ -39,6 +40,12 @@ struct ServerOptions {
   // --allowed-local-media-path, --allowed-media-domains, --media-fetch-timeout,
   // --disable-media-url-fetch (and VLLM_MEDIA_URL_ALLOW_REDIRECTS)
   media::MediaConnectorOptions media;
+  CorsOptions cors;  // --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials
+  bool enable_request_id_headers = false;       // X-Request-Id on every response
+  bool enable_prompt_tokens_details = false;    // usage.prompt_tokens_details.cached_tokens
+  bool enable_force_include_usage = false;      // a usage chunk ends every stream
+  bool return_tokens_as_token_ids = false;      // a request's return_tokens_as_token_ids default
+  bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info (shows the chat template)
 };
 
 }  // namespace gemmaserve

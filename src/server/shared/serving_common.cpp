@@ -207,10 +207,26 @@ ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tok
   u["prompt_tokens"] = prompt_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["completion_tokens"] = completion_tokens;
-  u["prompt_tokens_details"] = nullptr;
+  // vLLM reports a prefix-cache hit only with --enable-prompt-tokens-details, and never 0.
+  u["prompt_tokens_details"] =
+      cached_tokens > 0 ? ordered_json{{"cached_tokens", cached_tokens}} : ordered_json(nullptr);
   u["completion_tokens_details"] = std::move(completion_tokens_details);
-  (void)cached_tokens;  // vLLM reports them only with --enable-prompt-tokens-details
   return u;
+}
+
+void apply_server_request_defaults(const ServingContext& ctx, const ordered_json& body,
+                                   GenerationRequest& request) {
+  const auto as_ids = body.find("return_tokens_as_token_ids");
+  if (as_ids == body.end() || as_ids->is_null()) {
+    request.return_tokens_as_token_ids = ctx.options.return_tokens_as_token_ids;
+  }
+  if (ctx.options.enable_force_include_usage && request.stream) {
+    request.stream_options.include_usage = true;
+  }
+}
+
+int reported_cached_tokens(const ServingContext& ctx, int cached_tokens) {
+  return ctx.options.enable_prompt_tokens_details ? cached_tokens : -1;
 }
 
 ordered_json without_nulls(const ordered_json& j) {
