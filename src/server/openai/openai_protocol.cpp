@@ -479,4 +479,15 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   return r;
 }
 
+void apply_server_request_defaults(const ServerOptions& options, const ordered_json& body,
+                                   GenerationRequest& request) {
+  const auto as_ids = body.find("return_tokens_as_token_ids");
+  if (as_ids == body.end() || as_ids->is_null()) {
+    request.return_tokens_as_token_ids = options.return_tokens_as_token_ids;
+  }
+  if (options.enable_force_include_usage && request.stream) {
+    request.stream_options.include_usage = true;
+  }
+}
+
 }  // namespace gemmaserve

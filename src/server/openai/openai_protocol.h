@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gemmaserve/sampling_params.h"
+#include "server/shared/server_options.h"
 
 namespace gemmaserve {
 
@@ -84,5 +85,10 @@ struct ChatRequest : GenerationRequest {
 CompletionRequest parse_completion_request(const nlohmann::ordered_json& body,
                                            const SamplingParams& defaults);
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body, const SamplingParams& defaults);
+
+// The server flags that set a request's defaults, applied after parsing `body` as vLLM does:
+// --return-tokens-as-token-ids (unless the request says) and --enable-force-include-usage.
+void apply_server_request_defaults(const ServerOptions& options, const nlohmann::ordered_json& body,
+                                   GenerationRequest& request);
 
 }  // namespace gemmaserve

@@ -372,7 +372,7 @@ void stream_chat(ServingContext& ctx, std::shared_ptr<ChatJob> job,
 ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   auto job = std::make_shared<ChatJob>();
   job->request = parse_chat_request(body, ctx.engine.default_sampling_params());
-  apply_server_request_defaults(ctx, body, job->request);
+  apply_server_request_defaults(ctx.options, body, job->request);
   ChatRequest& req = job->request;
   check_model_name(ctx, req.model);
   log_ignored_fields(req.ignored_fields);

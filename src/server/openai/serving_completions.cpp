@@ -269,7 +269,7 @@ void stream_completion(ServingContext& ctx, std::shared_ptr<CompletionJob> job,
 ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) {
   auto job = std::make_shared<CompletionJob>();
   job->request = parse_completion_request(body, ctx.engine.default_sampling_params());
-  apply_server_request_defaults(ctx, body, job->request);
+  apply_server_request_defaults(ctx.options, body, job->request);
   CompletionRequest& req = job->request;
   check_model_name(ctx, req.model);
   log_ignored_fields(req.ignored_fields);

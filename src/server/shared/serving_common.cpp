@@ -214,17 +214,6 @@ ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tok
   return u;
 }
 
-void apply_server_request_defaults(const ServingContext& ctx, const ordered_json& body,
-                                   GenerationRequest& request) {
-  const auto as_ids = body.find("return_tokens_as_token_ids");
-  if (as_ids == body.end() || as_ids->is_null()) {
-    request.return_tokens_as_token_ids = ctx.options.return_tokens_as_token_ids;
-  }
-  if (ctx.options.enable_force_include_usage && request.stream) {
-    request.stream_options.include_usage = true;
-  }
-}
-
 int reported_cached_tokens(const ServingContext& ctx, int cached_tokens) {
   return ctx.options.enable_prompt_tokens_details ? cached_tokens : -1;
 }

@@ -115,10 +115,6 @@ std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& lp);
 // prompt_tokens_details {"cached_tokens": N} for N > 0).
 nlohmann::ordered_json usage_json(int prompt_tokens, int completion_tokens, int cached_tokens = -1,
                                   nlohmann::ordered_json completion_tokens_details = nullptr);
-// The server flags that set a request's defaults, applied after parsing `body` as vLLM does:
-// --return-tokens-as-token-ids (unless the request says) and --enable-force-include-usage.
-void apply_server_request_defaults(const ServingContext& ctx, const nlohmann::ordered_json& body,
-                                   GenerationRequest& request);
 // The cached-token count usage reports: `cached_tokens` with --enable-prompt-tokens-details,
 // else -1 (none).
 int reported_cached_tokens(const ServingContext& ctx, int cached_tokens);
