@@ -26,7 +26,7 @@ class ServerToolChoiceTest : public TinyChatServerTest<ServerToolChoiceTest> {
             "--kv-cache-memory-bytes",
             "64M",
             "--structured-outputs-config",
-            R"({"disable_any_whitespace": true, "backend": "xgrammar"})"};
+            R"({"disable_any_whitespace": true, "backend": "auto"})"};
   }
 
  protected:
