@@ -4,8 +4,8 @@ per-layer embeddings) with its own BPE tokenizer, on generated arithmetic, capit
 tool calls and thinking. Writes a Hugging Face folder the C++ engine serves.
 
 Run with Debian's torch (CPU): /usr/bin/python3 tools/train_demo_model.py --out DIR trains from
-scratch (stage 1); --init DIR continues from a folder this script wrote (stages 2 and 3).
-tools/demo_model/train.sh runs the three stages that made models/gemma4-demo.
+scratch (stage 1); --init DIR continues from a folder this script wrote (stages 2-4).
+tools/demo_model/train.sh runs the four stages that made models/gemma4-demo.
   --check-logits DIR   only run the torch forward on DIR's weights and write reference logits
 Everything is seeded; the same command on the same torch gives the same model.
 """
@@ -21,6 +21,8 @@ import time
 import jinja2
 import torch
 import torch.nn.functional as F
+
+import demo_model_skills
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(HERE, "demo_model")
@@ -93,6 +95,20 @@ def arithmetic_pairs():
     train = [p for i, p in enumerate(pairs) if i not in held]
     heldout = sorted((p for i, p in enumerate(pairs) if i in held), key=lambda p: (p[1], p[0], p[2]))
     return train, heldout
+
+
+def write_heldout(path, heldout):
+    with open(path, "w") as f:
+        f.write("# Held-out two-digit arithmetic (never trained on): a op b = answer\n")
+        for a, op, b in heldout:
+            f.write(f"{a} {op} {b} = {a + b if op == '+' else a - b}\n")
+
+
+def read_heldout(path):
+    """The model folder's held-out list (what `gemmaserve eval arithmetic` reads) as (a, op, b)."""
+    with open(path) as f:
+        rows = [line.split() for line in f if line.strip() and not line.startswith("#")]
+    return [(int(a), op, int(b)) for a, op, b, _, _ in rows]
 
 
 def arithmetic_answer(a, op, b):
@@ -170,7 +186,9 @@ class SampleMaker:
         return prompt, f"It is {cond} in {city}, {temp} degrees C.<turn|>"
 
 
-def build_samples(rng, train_pairs, compact_results=False):
+def build_samples(rng, train_pairs, compact_results=False, skills=0):
+    """Every category's (prompt, completion) pairs; `skills` greetings and out-of-skill questions
+    come last, so asking for them leaves the other categories' samples as they were."""
     maker = SampleMaker(rng, compact_results)
     cats = {"arith": [], "capital": [], "call": [], "answer": []}
     for (a, op, b) in train_pairs:
@@ -182,6 +200,9 @@ def build_samples(rng, train_pairs, compact_results=False):
         for city in WEATHER_CITIES:
             cats["call"].append(maker.weather_call(city))
             cats["answer"].append(maker.weather_answer(city))
+    if skills:
+        cats["skills"] = demo_model_skills.skills_samples(
+            maker, rng, [c for c, _ in COUNTRIES], WEATHER_CITIES, WEATHER_TOOL, skills)
     return cats
 
 
@@ -571,7 +592,7 @@ def load_safetensors(path):
     return out
 
 
-def write_folder(out, model, vocab, merges, tok):
+def write_folder(out, model, vocab, merges, tok, heldout):
     os.makedirs(out, exist_ok=True)
     text_cfg = model.cfg
     ids = tok.ids
@@ -610,9 +631,10 @@ def write_folder(out, model, vocab, merges, tok):
     with open(os.path.join(out, "tokenizer.json"), "w") as f:
         json.dump(tokenizer_json(vocab, merges), f, ensure_ascii=False, indent=1)
         f.write("\n")
-    for name in ("chat_template.jinja", "heldout.txt"):
-        with open(os.path.join(DATA_DIR, name)) as src, open(os.path.join(out, name), "w") as dst:
-            dst.write(src.read())
+    with open(os.path.join(DATA_DIR, "chat_template.jinja")) as src, \
+            open(os.path.join(out, "chat_template.jinja"), "w") as dst:
+        dst.write(src.read())
+    write_heldout(os.path.join(out, "heldout.txt"), heldout)
     save_safetensors(os.path.join(out, "model.safetensors"),
                      {PREFIX + k: v for k, v in model.named_weights().items()})
 
@@ -699,16 +721,31 @@ def heldout_exact(model, tok, heldout, maker):
     return ok / len(seqs)
 
 
+def skills_exact(model, tok, checks):
+    """Share of (prompt ids, answer ids) whose answer is the argmax at every position."""
+    seqs = [(p + a, len(p)) for p, a in checks]
+    model.eval()
+    with torch.no_grad():
+        ids, tgt, _ = make_batch(seqs, range(len(seqs)), tok.ids["<pad>"])
+        ok = int(((model(ids).argmax(-1) == tgt) | (tgt == -100)).all(-1).sum())
+    model.train()
+    return ok / len(seqs)
+
+
 def train(args):
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
     rng = random.Random(SEED if not args.init else args.data_seed)
     train_pairs, heldout = arithmetic_pairs()
-    with open(os.path.join(DATA_DIR, "heldout.txt"), "w") as f:
-        f.write("# Held-out two-digit arithmetic (never trained on): a op b = answer\n")
-        for a, op, b in heldout:
-            f.write(f"{a} {op} {b} = {a + b if op == '+' else a - b}\n")
-    cats = build_samples(rng, train_pairs, args.compact_tool_results)
+    if args.init:  # the list the model folder carries stays held out, whatever the split says
+        heldout = read_heldout(os.path.join(args.init, "heldout.txt"))
+        held = set(heldout)
+        train_pairs = [p for p in train_pairs + heldout if p not in held]
+    weights = None
+    if args.mix:
+        weights = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
+    skills = args.skills_samples if weights and "skills" in weights else 0
+    cats = build_samples(rng, train_pairs, args.compact_tool_results, skills)
     if args.init:  # a second stage: the first stage's tokenizer and weights, fresh phrasings
         vocab, merges, tok = load_tokenizer(args.init)
         cats = split_thinking(cats)
@@ -741,15 +778,16 @@ def train(args):
     say(f"params {n_params}; torch {torch.__version__}; threads {args.threads}")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98),
                             weight_decay=args.weight_decay)
-    if args.mix:
-        weights = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
-    else:
+    if not weights:
         rest = (1.0 - args.arith_share) / 3
         weights = {"arith": args.arith_share, "capital": rest, "call": rest, "answer": rest}
     equals = tok.encode(" =")[-1]
     quote = tok.ids['<|"|>']
     names = list(weights)
     maker = SampleMaker(random.Random(0))
+    skill_checks = [(tok.encode(maker.render([{"role": "user", "content": q}])),
+                     tok.encode(demo_model_skills.SKILLS_ANSWER + "<turn|>"))
+                    for q in demo_model_skills.read_heldout()]
     t0 = time.time()
     c0 = time.process_time()
     losses = []
@@ -783,13 +821,20 @@ def train(args):
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             say(f"step {step} held-out arithmetic exact (torch, all {len(heldout)}): "
                 f"{heldout_exact(model, tok, heldout, maker):.1%}")
+        if skills and args.eval_every and (step % args.eval_every == 0 or step == args.steps):
+            say(f"step {step} held-out greetings and off-skill questions answered with the skills "
+                f"text (torch, all {len(skill_checks)}): {skills_exact(model, tok, skill_checks):.1%}")
         if args.snapshot_every and step % args.snapshot_every == 0:
-            write_folder(f"{args.out}.step{step}", model, vocab, merges, tok)
+            write_folder(f"{args.out}.step{step}", model, vocab, merges, tok, heldout)
     say(f"trained {args.steps} steps in {time.time() - t0:.0f}s wall, {time.process_time() - c0:.0f}s cpu")
     model.eval()
     for q in ["What is 47 + 38?", "What is 91 - 45?", "What is the capital of Japan?"][: 3 if args.steps >= 100 else 0]:
         p = SampleMaker(rng).render([{"role": "user", "content": q}])
         say(f"sample: {q!r} -> {greedy(model, tok, p)!r}")
+    if skills:
+        for q in demo_model_skills.read_heldout()[:4] + ["Hello", "Write a poem about the sea."]:
+            p = SampleMaker(rng).render([{"role": "user", "content": q}])
+            say(f"sample: {q!r} -> {greedy(model, tok, p, 64)!r}")
     # Held-out accuracy through the torch forward (the C++ engine's number is `gemmaserve eval`).
     correct = 0
     sample = heldout[:: max(1, len(heldout) // 100)] if args.steps >= 100 else heldout[:1]
@@ -798,7 +843,7 @@ def train(args):
         if greedy(model, tok, p, 16) == arithmetic_answer(a, op, b) + "<turn|>":
             correct += 1
     say(f"held-out arithmetic (torch, {len(sample)} of {len(heldout)}): {correct / len(sample):.1%}")
-    write_folder(args.out, model, vocab, merges, tok)
+    write_folder(args.out, model, vocab, merges, tok, heldout)
     with open(os.path.join(args.docs, "loss.tsv"), "w") as f:
         f.write("step\tcategory\tloss\n")
         for s, c, l in losses:
@@ -833,6 +878,8 @@ CHECK_PROMPTS = [
     "<bos><|turn>user\nWhat is the capital of France?<turn|>\n<|turn>model\nThe capital of",
     # longer than the sliding window (16), with a tool declaration
     None,
+    # a greeting, into the skills answer past the sliding window
+    "<bos><|turn>user\nHello<turn|>\n<|turn>model\n" + demo_model_skills.SKILLS_ANSWER[:48],
 ]
 
 
@@ -893,6 +940,8 @@ def main():
                     help="with --init: widen the sliding layers' window (copying values from further back)")
     ap.add_argument("--compact-tool-results", action="store_true",
                     help="tool results also as compact JSON (as JSON.stringify writes them)")
+    ap.add_argument("--skills-samples", type=int, default=6000,
+                    help="greetings and out-of-skill questions made when --mix names skills")
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--copy-weight", type=float, default=1.0,

@@ -7,7 +7,10 @@
 //     vllm:request_success_total{finished_reason="abort"} with nothing left running;
 //  4. thinking and tool calls (a canned stream: the random test model makes neither): the thought
 //     is folded, the call shown, and its result goes back to the real server, which answers;
-//  5. the request carries the settings (temperature, max_tokens, enable_thinking, tools, key).
+//  5. the request carries the settings (temperature, max_tokens, enable_thinking, tools, key);
+//  6. an attached image goes as an image_url part;
+//  7. a click on an example question sends it alone in a new chat, with the thinking and tools it
+//     needs.
 // Saves a screenshot. usage: node chat_page.mjs --base-url URL --model NAME --api-key KEY
 //   --chromium PATH --screenshot FILE.png
 // Prints PASS or FAIL (with the reason) and exits 0 or 1.
@@ -48,16 +51,20 @@ async function metrics(baseUrl) {
   };
 }
 
+// One server-sent chat.completion.chunk event of a canned stream.
+function cannedChunk(model, delta, finish = null) {
+  return `data: ${JSON.stringify({
+    id: "chatcmpl-canned",
+    object: "chat.completion.chunk",
+    created: 0,
+    model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  })}\n\n`;
+}
+
 // A Gemma-4-style answer the random model cannot give: a thought, then a get_weather call.
 function cannedToolStream(model) {
-  const chunk = (delta, finish = null) =>
-    `data: ${JSON.stringify({
-      id: "chatcmpl-canned",
-      object: "chat.completion.chunk",
-      created: 0,
-      model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    })}\n\n`;
+  const chunk = (delta, finish) => cannedChunk(model, delta, finish);
   return [
     chunk({ role: "assistant", content: "" }),
     chunk({ reasoning: "The user asks about Lyon. " }),
@@ -71,6 +78,14 @@ function cannedToolStream(model) {
     chunk({}, "tool_calls"),
     "data: [DONE]\n\n",
   ].join("");
+}
+
+// A plain streamed answer, for requests whose body is what a check looks at.
+function cannedTextStream(model, text) {
+  const chunk = (delta, finish) => cannedChunk(model, delta, finish);
+  return [chunk({ role: "assistant", content: "" }), chunk({ content: text }), chunk({}, "stop"), "data: [DONE]\n\n"].join(
+    "",
+  );
 }
 
 async function setSettings(page, { maxTokens, temperature }) {
@@ -262,6 +277,53 @@ async function main() {
     check((await page.locator(".message.user img.thumb").count()) === 1, "the image is not shown");
     check((await page.textContent("#attached")) === "", "the attachment was not cleared");
     console.log(`image: sent as a data: URL part, server answered (${await imageTurn.locator(".meta").textContent()})`);
+    // 7. Example questions: one click sends the question with what it needs, nothing typed.
+    await page.click("#new-chat");
+    const exampleBodies = [];
+    await page.route("**/v1/chat/completions", async (route) => {
+      exampleBodies.push(route.request().postDataJSON());
+      await page.evaluate((n) => (window.exampleCount = n), exampleBodies.length);
+      await route.fulfill({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: cannedTextStream(opts.model, "canned answer"),
+      });
+    });
+    const examples = [
+      { prompt: "Hello", thinking: false, tools: false },
+      { prompt: "What is the capital of Japan?", thinking: true, tools: false },
+      { prompt: "What is the weather in Lyon?", thinking: false, tools: true },
+      { prompt: "What is 47 + 38?", thinking: false, tools: false },
+    ];
+    for (const [i, want] of examples.entries()) {
+      await page.locator(`#examples .example[data-prompt="${want.prompt}"]`).click();
+      await page.waitForFunction((n) => window.exampleCount === n, i + 1, { timeout: 10000 });
+      await assistant(page, 0).and(page.locator('[data-state="done"]')).waitFor({ timeout: 10000 });
+      const body = exampleBodies[i];
+      check(
+        body?.messages?.length === 1 && body.messages[0].role === "user" && body.messages[0].content === want.prompt,
+        `example '${want.prompt}' sent ${JSON.stringify(body?.messages)}`,
+      );
+      check(
+        (await page.locator(".message.user .content").count()) === 1 &&
+          (await page.locator(".message.user .content").textContent()) === want.prompt,
+        `example '${want.prompt}' is not shown as the user's message`,
+      );
+      check(
+        body.chat_template_kwargs?.enable_thinking === want.thinking,
+        `example '${want.prompt}' sent enable_thinking ${body.chat_template_kwargs?.enable_thinking}`,
+      );
+      const toolNames = (body.tools ?? []).map((t) => t.function.name).join(",");
+      check(toolNames === (want.tools ? "get_weather" : ""), `example '${want.prompt}' sent tools [${toolNames}]`);
+    }
+    check(
+      exampleBodies.length === examples.length,
+      `${examples.length} clicks sent ${exampleBodies.length} requests`,
+    );
+    check((await page.inputValue("#prompt")) === "", "an example left its text in the composer");
+    await page.unroute("**/v1/chat/completions");
+    console.log(`examples: ${examples.length} clicks sent their questions with their settings`);
+
     check(foreign.length === 0, `the page fetched from elsewhere: ${foreign.join(", ")}`);
     check(pageErrors.length === 0, `page errors: ${pageErrors.join("; ")}`);
   } finally {

@@ -1,12 +1,13 @@
 // The trained demo model behind `gemmaserve serve`, through the official openai SDK: held-out
 // sums and differences answered exactly with finish_reason "stop", capitals named, a get_weather
 // tool call for the asked city received as tool_calls and a final answer that repeats the tool
-// result, thinking split off.
-//   node demo_model.mjs BASE_URL HELDOUT_FILE COUNT MIN_ACCURACY
+// result, thinking split off; "Hello" answered with the skills text, and so every greeting and
+// out-of-skill question of SKILLS_HELDOUT_FILE (phrasings never trained on).
+//   node demo_model.mjs BASE_URL HELDOUT_FILE COUNT MIN_ACCURACY SKILLS_HELDOUT_FILE
 import fs from "node:fs";
 import OpenAI from "openai";
 
-const [base, heldoutFile, countArg, minAccuracy] = process.argv.slice(2);
+const [base, heldoutFile, countArg, minAccuracy, skillsHeldoutFile] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "none" });
 const model = "gemma4-demo";
 let failures = 0;
@@ -113,5 +114,45 @@ check(
   "thinking: reasoning split from the answer",
   typeof msg.reasoning === "string" && msg.reasoning.length > 0 && msg.content === "The capital of Japan is Tokyo.",
   JSON.stringify(msg),
+);
+// Greetings and questions outside its skills: the skills text, whole, ended by <turn|>.
+const long = { max_tokens: 128 };
+const hello = (await chat([{ role: "user", content: "Hello" }], long)).choices[0];
+const skills = hello.message.content ?? "";
+check(
+  "Hello answered with the skills text",
+  hello.finish_reason === "stop" &&
+    ["two-digit numbers", "capitals", "weather", "thinking", "Try: What is 47 + 38?"].every((s) => skills.includes(s)),
+  JSON.stringify(hello),
+);
+const offSkill = fs
+  .readFileSync(skillsHeldoutFile, "utf8")
+  .split("\n")
+  .filter((l) => l && !l.startsWith("#"));
+const offAnswers = await Promise.all(offSkill.map((q) => chat([{ role: "user", content: q }], long)));
+const offWrong = offSkill
+  .map((q, i) => [q, offAnswers[i].choices[0]])
+  .filter(([, c]) => c.finish_reason !== "stop" || c.message.content !== skills)
+  .map(([q, c]) => `${JSON.stringify(q)} -> ${JSON.stringify(c.message.content)} (${c.finish_reason})`);
+check(
+  `held-out greetings and out-of-skill questions answered with the skills text`,
+  offWrong.length === 0,
+  `${offWrong.length}/${offSkill.length} not: ${offWrong.join("; ")}`,
+);
+const thinkingHello = (
+  await chat([{ role: "user", content: "Hi" }], { max_tokens: 200, chat_template_kwargs: { enable_thinking: true } })
+).choices[0].message;
+check(
+  "thinking on: a thought, then the skills text",
+  typeof thinkingHello.reasoning === "string" && thinkingHello.reasoning.length > 0 && thinkingHello.content === skills,
+  JSON.stringify(thinkingHello),
+);
+const poem = (
+  await chat([{ role: "user", content: "Write a poem about the sea." }], { ...long, tools: [WEATHER_TOOL] })
+).choices[0];
+check(
+  "with tools declared: an out-of-skill question calls no tool, answers the skills text",
+  poem.finish_reason === "stop" && !poem.message.tool_calls?.length && poem.message.content === skills,
+  JSON.stringify(poem),
 );
 process.exit(failures === 0 ? 0 : 1);

@@ -3,7 +3,8 @@
 # gemmaserve's tokenizer gives; python3-jinja2 renders its chat template as gemmaserve does; and
 # `gemmaserve serve` on it passes tests/node/demo_model.mjs (held-out arithmetic answered in form
 # with finish_reason stop and at least MIN_ACCURACY exact, a capital, a tool call received as
-# tool_calls and the answer after the tool result, thinking split off).
+# tool_calls and the answer after the tool result, thinking split off, greetings and held-out
+# out-of-skill questions answered with the skills text).
 # Usage: demo_model.sh BINARY REPO_ROOT
 set -euo pipefail
 
@@ -89,5 +90,5 @@ for _ in $(seq 1 600); do
 done
 [ -n "$BASE" ] || { echo "FAIL: server did not become healthy"; cat "$LOG"; exit 1; }
 check "openai sdk on the demo model" node "$NODE_DIR/demo_model.mjs" "$BASE" \
-  "$MODEL/heldout.txt" 200 "$MIN_ACCURACY"
+  "$MODEL/heldout.txt" 200 "$MIN_ACCURACY" "$ROOT/tools/demo_model/skills_heldout.txt"
 exit $((failures > 0))

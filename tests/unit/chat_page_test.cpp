@@ -1,6 +1,8 @@
-// The chat page's routes without a model: every file of src/server/chat_page/assets/ is compiled in
-// and served with its content type, GET / is the page, and the page fetches nothing from another
-// origin (it must work offline). The browser behaviour is tests/scripts/chat_page.sh's.
+// The chat page's routes without a model: every file of src/server/chat_page/assets/ is compiled
+// in and served with its content type, GET / is the page, and the page fetches nothing from
+// another origin (it must work offline), and its example questions are ones the README shows the
+// demo model answering. The browser behaviour (a click sends the example) is
+// tests/scripts/chat_page.sh's.
 #include "server/chat_page/chat_page.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +46,24 @@ TEST(ChatPageTest, PageReferencesNothingOutsideTheServer) {
     const std::string body(a.body);
     EXPECT_FALSE(std::regex_search(body, external)) << a.path << " loads from another origin";
   }
+}
+
+TEST(ChatPageTest, ExampleQuestionsAreOnesTheReadmeShowsTheDemoModelAnswering) {
+  const std::string page = read_file(testing::source_dir() / "src/server/chat_page/assets/index.html");
+  const std::string readme = read_file(testing::source_dir() / "README.md");
+  // The README's answer list: the lines between the demo's "```text" fence and the next fence.
+  const size_t start = readme.find("```text\n\"What is 47 + 38?\"");
+  ASSERT_NE(start, std::string::npos) << "README.md has no demo answer list";
+  const std::string answers = readme.substr(start, readme.find("```\n", start + 8) - start);
+  const std::regex example(R"rx(class="example" data-prompt="([^"]+)")rx");
+  int count = 0;
+  for (std::sregex_iterator it(page.begin(), page.end(), example), end; it != end; ++it) {
+    const std::string question = (*it)[1];
+    EXPECT_NE(answers.find("\"" + question + "\""), std::string::npos)
+        << question << " is on the chat page but not in README.md's demo answers";
+    ++count;
+  }
+  EXPECT_GE(count, 5);
 }
 
 TEST(ChatPageTest, RootIsThePageAndItsFilesAreServedWithTheirTypes) {

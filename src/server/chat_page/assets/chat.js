@@ -293,6 +293,7 @@ function requestBody(model) {
 
 function setBusy(busy) {
   $("send").hidden = busy;
+  for (const button of document.querySelectorAll("#examples .example")) button.disabled = busy;
   $("stop").hidden = !busy;
   $("prompt").disabled = busy;
   $("model").disabled = busy;
@@ -406,6 +407,28 @@ function send() {
   generate();
 }
 
+// An example starts a new chat (the demo model answers single questions), sets what it needs
+// (thinking on or off, the get_weather tool) and sends its question. Tools the user wrote stay;
+// only the example tool is taken out again by an example without it.
+function sendExample(button) {
+  if (chat.controller || !$("model").value) return;
+  newChat();
+  const thinking = $("enable-thinking");
+  if (thinking.checked !== (button.dataset.thinking === "true")) {
+    thinking.checked = !thinking.checked;
+    thinking.dispatchEvent(new Event("change"));
+  }
+  const exampleTools = JSON.stringify(EXAMPLE_TOOLS, null, 2);
+  const tools = $("tools").value.trim();
+  const wanted = button.dataset.tools === "get_weather" ? exampleTools : tools === exampleTools ? "" : tools;
+  if (wanted !== tools) {
+    $("tools").value = wanted;
+    $("tools").dispatchEvent(new Event("change"));
+  }
+  $("prompt").value = button.dataset.prompt;
+  send();
+}
+
 function newChat() {
   chat.controller?.abort();
   chat.messages = [];
@@ -437,6 +460,9 @@ function init() {
   });
   $("new-chat").addEventListener("click", newChat);
   $("model").addEventListener("change", () => localStorage.setItem(MODEL_STORAGE, $("model").value));
+  for (const button of document.querySelectorAll("#examples .example")) {
+    button.addEventListener("click", () => sendExample(button));
+  }
   $("tools-example").addEventListener("click", () => {
     $("tools").value = JSON.stringify(EXAMPLE_TOOLS, null, 2);
     $("tools").dispatchEvent(new Event("change"));
