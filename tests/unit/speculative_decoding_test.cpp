@@ -565,8 +565,11 @@ TEST(SpeculativeEngineDemo, StopStringsCutAcceptedRunsAsPlainDecoding) {
   std::unique_ptr<Engine> plain_engine = make_engine(args);
   EngineRequest r;
   r.request_id = "d";
+  // The second answer repeats the first, which the n-gram drafter finds in the prompt.
   r.prompt_token_ids = plain_engine->encode_prompt(
-      "12 + 34 = 46\n25 + 13 = 38\n12 + 34 = 46\n25 + 13 = 38\n12 + 34 = 46\n25 +");
+      "<|turn>user\nHello<turn|>\n<|turn>model\nI am a tiny demo model. I can add and subtract "
+      "two-digit numbers, name capitals, and check the weather with a tool, thinking first if "
+      "asked. Try: What is 47 + 38?<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
   r.params.temperature = 0;
   r.params.ignore_eos = true;
   r.params.max_tokens = 40;
