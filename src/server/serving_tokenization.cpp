@@ -56,6 +56,7 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   in.kwargs = body.value("chat_template_kwargs", ordered_json::object());
   in.gemma4 = ctx.gemma4;
   in.add_special_tokens = body.value("add_special_tokens", false);
+  in.content_format = ctx.options.chat_template_content_format;
   std::optional<std::string> request_template;
   if (body.contains("chat_template") && !body["chat_template"].is_null()) {
     if (!body["chat_template"].is_string()) {

@@ -130,6 +130,27 @@ TEST_F(ServerPromptTokensTest, ChatCountsTheTemplatesBosOnce) {
   }
 }
 
+// vLLM's text part types (input_text, output_text, refusal, bare strings) reach the Gemma 4
+// template as {"type": "text"} parts ("openai" content format), which it concatenates (trimmed).
+TEST_F(ServerPromptTokensTest, VllmTextPartTypesRenderAsTheirText) {
+  const json plain = json::parse(R"([{"role":"user","content":"Hello"},
+    {"role":"assistant","content":"Hithere"},{"role":"user","content":"Bye"}])");
+  const json parts = json::parse(R"([
+    {"role":"user","content":[{"type":"input_text","text":"Hel"},"lo"]},
+    {"role":"assistant","content":[{"type":"output_text","text":"Hi"},{"type":"refusal","refusal":"there"}]},
+    {"role":"user","content":[{"type":"text","text":"Bye"}]}])");
+  const std::vector<int32_t> ids = tokenize({{"messages", plain}});
+  EXPECT_EQ(tokenize({{"messages", parts}}), ids);
+  EXPECT_EQ(usage_prompt_tokens("/v1/chat/completions", {{"messages", parts}}),
+            static_cast<int>(ids.size()));
+  auto [status, out] =
+      post("/v1/chat/completions",
+           {{"model", "gemma4"}, {"messages", json::parse(R"([{"role":"user","content":[
+                               {"type":"refusal","text":"no refusal key"}]}])")}});
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(out["error"]["message"], "messages: refusal content parts need a 'refusal' string");
+}
+
 TEST_F(ServerPromptTokensTest, ToolCallHistoryRendersItsArgumentsAndRejectsBadEntries) {
   json messages = json::parse(R"([
     {"role":"user","content":"Weather in Lyon?"},
