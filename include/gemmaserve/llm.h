@@ -120,6 +120,9 @@ struct ChatOptions {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   std::optional<std::string> reasoning_effort;  // Gemma 4: maps to enable_thinking
   bool parse_output = true;  // Gemma 4: split reasoning and tool calls off the text
+  // vLLM's chat_template_content_format: "auto" (the template's detected format), "string" or
+  // "openai"; anything else is an InputError.
+  std::string chat_template_content_format = "auto";
 };
 
 struct ChatToolCall {

@@ -296,6 +296,8 @@ class LLM:
             messages: One conversation (a list of OpenAI message dicts) or a list of them.
             sampling_params: One for all conversations or one per conversation.
             chat_template: Template text to use instead of the model's.
+            chat_template_content_format: vLLM's: "auto" (detected from the template), "string"
+                (content parts joined into one string) or "openai" (kept as part lists).
             add_generation_prompt, continue_final_message: Hugging Face's template flags.
             tools: OpenAI tool definitions, given to the template.
             chat_template_kwargs: Extra template variables (e.g. ``{"enable_thinking": True}``).
@@ -316,7 +318,6 @@ class LLM:
             raise ValueError("LoRA adapters are not supported by gemmaserve")
         if mm_processor_kwargs:
             logger.info("chat(mm_processor_kwargs=...) is accepted; no multimodal input yet")
-        del chat_template_content_format  # the template sees the messages as given
         if isinstance(messages, (list, tuple)) and messages and isinstance(messages[0],
                                                                            (list, tuple)):
             conversations = [list(c) for c in messages]
@@ -332,6 +333,7 @@ class LLM:
             "reasoning_effort": reasoning_effort,
             "parse_output": parse_output,
             "tool_choice": self._tool_choice_name(tool_choice),
+            "chat_template_content_format": chat_template_content_format,
         }
         per_prompt = self._per_prompt(params, len(conversations))
         to_context = [sp.max_tokens is None for sp in per_prompt]

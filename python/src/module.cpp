@@ -281,6 +281,9 @@ class PyLLM {
       o.reasoning_effort = d["reasoning_effort"].cast<std::string>();
     }
     if (d.contains("parse_output")) o.parse_output = d["parse_output"].cast<bool>();
+    if (d.contains("chat_template_content_format")) {
+      o.chat_template_content_format = d["chat_template_content_format"].cast<std::string>();
+    }
     return o;
   }
 

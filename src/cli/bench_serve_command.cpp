@@ -169,17 +169,12 @@ std::optional<bench::TokenCounter> remote_token_counter(const bench::ServerUrl& 
     throw InputError("POST /tokenize failed: " +
                      (reply.status ? "HTTP " + std::to_string(reply.status) : reply.error));
   };
-  int bare_overhead = 0;
   try {
     count("Hello", false);
-    // gemmaserve counts the <bos> its model sees even without special tokens (vLLM: 0).
-    bare_overhead = count("", false);
   } catch (const InputError&) {
     return std::nullopt;
   }
-  return [count, bare_overhead](const std::string& text, bool add_special) {
-    return add_special ? count(text, true) : count(text, false) - bare_overhead;
-  };
+  return count;
 }
 
 // vLLM checks the first random prompt against the server's /tokenize: a different tokenizer

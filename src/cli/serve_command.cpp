@@ -42,6 +42,8 @@ constexpr const char* kUsage =
     "                                     VLLM_API_KEY or GEMMASERVE_API_KEY)\n"
     "  --chat-template FILE|TEXT          override the checkpoint's chat template\n"
     "  --trust-request-chat-template      allow a per-request chat_template\n"
+    "  --chat-template-content-format auto|string|openai  how message content reaches the\n"
+    "                                     template (auto: detected from it, as vLLM)\n"
     "  --default-chat-template-kwargs JSON e.g. '{\"enable_thinking\": true}'\n"
     "  --enable-auto-tool-choice  --tool-call-parser gemma4|none  --reasoning-parser gemma4|none\n"
     "                                     (both parsers are on by default for Gemma 4)\n"
@@ -167,6 +169,7 @@ ArgParser serve_arg_parser() {
   add_engine_flags(p);
   p.value("--model").value("--host").value("--port").value("--served-model-name");
   p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
+  p.value("--chat-template-content-format");
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
   p.value("--max-logprobs").value("--max-connections").value("--structured-outputs-config");
@@ -250,6 +253,13 @@ std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_a
       throw InputError("--chat-template: '" + *t + "' looks like a path, but no such file exists");
     }
     opt.chat_template = resolve_chat_template_arg(*t);
+  }
+  if (auto f = p.get("--chat-template-content-format")) {
+    try {
+      opt.chat_template_content_format = parse_content_format_option(*f);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--chat-template-content-format: ") + e.what());
+    }
   }
   opt.trust_request_chat_template = p.get_flag("--trust-request-chat-template");
   if (auto kw = p.get("--default-chat-template-kwargs")) {
@@ -357,6 +367,15 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   } else {
     GS_LOG_WARNING << model << " has no chat template; /v1/chat/completions needs "
                    << "--chat-template or a per-request chat_template";
+  }
+  if (ctx.chat_template) {  // vLLM's start-up line
+    GS_LOG_INFO << "Detected the chat template content format to be '"
+                << content_format_name(ctx.chat_template->content_format()) << "'"
+                << (opt.chat_template_content_format
+                        ? ", --chat-template-content-format " +
+                              std::string(content_format_name(*opt.chat_template_content_format)) +
+                              " used"
+                        : std::string());
   }
   if (const Tokenizer* tok = engine.tokenizer()) {
     ctx.bos_token = token_text_or_empty(*tok, tok->bos_id());

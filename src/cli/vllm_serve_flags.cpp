@@ -112,10 +112,6 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
            "runs late-interaction scoring (MaxSim) on the GPU; gemmaserve has no GPU and no /score "
            "endpoint, so it changes nothing"),
       refused("--lora-modules", kValues, kLora),
-      refused("--chat-template-content-format", kValue,
-              "forces message content to be rendered as a string or as OpenAI parts; gemmaserve "
-              "detects the format from the template (auto is accepted)",
-              {"auto"}, {}),
       refused("--response-role", kValue,
               "names the role of chat answers; gemmaserve answers as assistant only (assistant is "
               "accepted)",

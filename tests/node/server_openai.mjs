@@ -382,17 +382,18 @@ const api = {
     assert.equal(zero.usage.completion_tokens, 1);  // vLLM counts the one token it ran
   },
   async tokenizeRoundTrip() {
-    const t = await (await fetch(`${base}/tokenize`, {
+    const post = async (path, body) => (await fetch(`${base}${path}`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, prompt: 'Hello world', add_special_tokens: false }),
+      body: JSON.stringify({ model: MODEL, ...body }),
     })).json();
-    assert.equal(t.count, t.tokens.length);
-    assert.equal(t.tokens[0], 2);  // the <bos> the model sees, add_special_tokens or not
-    const d = await (await fetch(`${base}/detokenize`, {
-      method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, tokens: t.tokens }),
-    })).json();
-    assert.equal(d.prompt, '<bos>Hello world');
+    // Default: the prompt the model sees, one <bos> first; false: the text's tokens alone.
+    for (const [addSpecial, text] of [[true, '<bos>Hello world'], [false, 'Hello world']]) {
+      const t = await post('/tokenize', { prompt: 'Hello world', add_special_tokens: addSpecial });
+      assert.equal(t.count, t.tokens.length);
+      assert.equal(t.tokens[0] === 2, addSpecial);
+      const d = await post('/detokenize', { tokens: t.tokens });
+      assert.equal(d.prompt, text);
+    }
   },
   async modelsList() {
     const list = await client.models.list();

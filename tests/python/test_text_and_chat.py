@@ -163,6 +163,26 @@ def test_chat_with_tools(llm: LLM) -> None:
     assert both[1].prompt.count("Hi") == 1
 
 
+def test_chat_template_content_format_as_vllm(llm: LLM) -> None:
+    # Gemma 4's template loops over message['content']: vLLM detects "openai" and hands it the
+    # parts, which it concatenates; "string" joins them with "\n" first.
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Hello"},
+                                             {"type": "input_text", "text": "world"}]}]
+    sp = SamplingParams(temperature=0, max_tokens=1)
+
+    def prompt(content_format: str) -> str:
+        return llm.chat(messages, sp, chat_template_content_format=content_format,
+                        use_tqdm=False)[0].prompt
+
+    assert "<|turn>user\nHelloworld<turn|>" in prompt("auto")
+    assert prompt("openai") == prompt("auto")
+    assert "<|turn>user\nHello\nworld<turn|>" in prompt("string")
+    with pytest.raises(ValueError) as e:
+        prompt("strings")
+    assert str(e.value) == ("chat template content format must be one of 'auto', 'string', "
+                            "'openai', got 'strings'")
+
+
 def test_chat_template_kwargs_and_errors(llm: LLM) -> None:
     messages = [{"role": "user", "content": "Hi"}]
     sp = SamplingParams(temperature=0, max_tokens=2)

@@ -32,12 +32,13 @@ json assistant_call(const json& arguments) {
 
 json arguments_after(const json& arguments) {
   return normalize_chat_messages(
-      assistant_call(arguments))[0]["tool_calls"][0]["function"]["arguments"];
+      assistant_call(arguments),
+      ChatContentFormat::kOpenAi)[0]["tool_calls"][0]["function"]["arguments"];
 }
 
 std::string error_of(const json& messages, std::optional<std::string>* param = nullptr) {
   try {
-    normalize_chat_messages(messages);
+    normalize_chat_messages(messages, ChatContentFormat::kOpenAi);
   } catch (const InputError& e) {
     if (param) *param = e.param();
     return e.what();
@@ -67,7 +68,7 @@ TEST(ChatMessageNormalizer, EmptyOrNullToolCallsAreDropped) {
   for (const json& calls : {json::array(), json(nullptr)}) {
     json messages =
         json::array({{{"role", "assistant"}, {"content", "Hi"}, {"tool_calls", calls}}});
-    EXPECT_EQ(normalize_chat_messages(messages)[0],
+    EXPECT_EQ(normalize_chat_messages(messages, ChatContentFormat::kOpenAi)[0],
               json::parse(R"({"role":"assistant","content":"Hi"})"));
   }
 }
@@ -105,7 +106,7 @@ TEST(ChatMessageNormalizer, ToolResultTextPartsJoinWithNewlines) {
   auto content_after = [&](const json& content) {
     json m = tool;
     if (!content.is_discarded()) m["content"] = content;
-    return normalize_chat_messages(json::array({m}))[0]["content"];
+    return normalize_chat_messages(json::array({m}), ChatContentFormat::kOpenAi)[0]["content"];
   };
   EXPECT_EQ(
       content_after(json::parse(R"([{"type":"text","text":"a"},{"type":"text","text":"b"}])")),
@@ -126,7 +127,7 @@ TEST(ChatMessageNormalizer, LeavesTheInputAndOtherRolesAlone) {
     {"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"x\":1}"}}]}
   ])");
   const json copy = messages;
-  const json out = normalize_chat_messages(messages);
+  const json out = normalize_chat_messages(messages, ChatContentFormat::kOpenAi);
   EXPECT_EQ(messages, copy);
   EXPECT_EQ(out[0], messages[0]);
   EXPECT_EQ(out[1]["tool_calls"][0]["function"]["arguments"], json::parse(R"({"x":1})"));

@@ -97,7 +97,7 @@ TEST(HostileRequestFields, WideObjectsInsideStringsAreRefused) {
       {{"role", "assistant"},
        {"tool_calls",
         {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", wide}}}}}}}};
-  EXPECT_EQ(error([&] { normalize_chat_messages(messages); }),
+  EXPECT_EQ(error([&] { normalize_chat_messages(messages, ChatContentFormat::kOpenAi); }),
             "tool call arguments have an object with more than 10000 members");
   // Under the cap one by one, too costly together: five objects of 10,000 members.
   std::string fair = "{";
@@ -109,7 +109,7 @@ TEST(HostileRequestFields, WideObjectsInsideStringsAreRefused) {
             "comparisons exceeds 200000000)");
   ordered_json many = messages;
   many[0]["tool_calls"][0]["function"]["arguments"] = five;
-  EXPECT_EQ(error([&] { normalize_chat_messages(many); }),
+  EXPECT_EQ(error([&] { normalize_chat_messages(many, ChatContentFormat::kOpenAi); }),
             "tool call arguments have objects this large in all (parsing their 249975000 key "
             "comparisons exceeds 200000000)");
 }

@@ -1,6 +1,7 @@
 // What the model sees, over HTTP against the real server (tiny Gemma 4, real vocabulary and 31B
 // chat template): exactly one <bos> at position 0 on every prompt path, counted once by /tokenize
-// (prompt and messages, add_special_tokens true or false) and by usage.prompt_tokens; and a
+// (messages, and prompt with add_special_tokens true) and by usage.prompt_tokens; /tokenize of a
+// prompt with add_special_tokens false gives the text's tokens alone (vLLM, Hugging Face); and a
 // bad assistant tool_calls entry in the history is a 400 naming tool_calls on every chat route.
 #include <gtest/gtest.h>
 
@@ -63,13 +64,37 @@ TEST_F(ServerPromptTokensTest, TextPromptsCountOneBosWithOrWithoutSpecialTokens)
   expect_one_leading_bos(plain);
   for (const char* text : {"Hello world", "<bos>Hello world", "<bos><bos>Hello world"}) {
     SCOPED_TRACE(text);
+    EXPECT_EQ(tokenize({{"prompt", text}, {"add_special_tokens", true}}), plain);
     for (bool special : {true, false}) {
-      EXPECT_EQ(tokenize({{"prompt", text}, {"add_special_tokens", special}}), plain);
       EXPECT_EQ(usage_prompt_tokens("/v1/completions",
                                     {{"prompt", text}, {"add_special_tokens", special}}),
                 static_cast<int>(plain.size()));
     }
   }
+}
+
+TEST_F(ServerPromptTokensTest, TokenizeWithoutSpecialTokensGivesTheTextsTokensAlone) {
+  auto bare = [](const char* text) {
+    return tokenize({{"prompt", text}, {"add_special_tokens", false}});
+  };
+  const std::vector<int32_t> hello_world = {9259, 1902};
+  EXPECT_EQ(bare("Hello world"), hello_world);
+  EXPECT_EQ(bare(""), std::vector<int32_t>{});
+  std::vector<int32_t> with_bos = {kBos};
+  with_bos.insert(with_bos.end(), hello_world.begin(), hello_world.end());
+  EXPECT_EQ(bare("<bos>Hello world"), with_bos);  // a <bos> written in the text stays, once
+  EXPECT_EQ(tokenize({{"prompt", "Hello world"}}), with_bos);  // vLLM's default adds it
+  // Pieces tokenized apart concatenate to the whole, with no <bos> between them.
+  std::vector<int32_t> pieces = bare("Hello");
+  const std::vector<int32_t> rest = bare(" world");
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  EXPECT_EQ(pieces, hello_world);
+
+  auto [status, out] =
+      post("/tokenize", {{"model", "gemma4"}, {"prompt", "Hi"}, {"add_special_tokens", "yes"}});
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(out["error"]["message"], "add_special_tokens: Input should be a valid boolean");
+  EXPECT_EQ(out["error"]["param"], "add_special_tokens");
 }
 
 TEST_F(ServerPromptTokensTest, TokenIdPromptsGetExactlyOneLeadingBos) {
@@ -103,6 +128,27 @@ TEST_F(ServerPromptTokensTest, ChatCountsTheTemplatesBosOnce) {
                                   {{"messages", messages}, {"add_special_tokens", special}}),
               static_cast<int>(ids.size()));
   }
+}
+
+// vLLM's text part types (input_text, output_text, refusal, bare strings) reach the Gemma 4
+// template as {"type": "text"} parts ("openai" content format), which it concatenates (trimmed).
+TEST_F(ServerPromptTokensTest, VllmTextPartTypesRenderAsTheirText) {
+  const json plain = json::parse(R"([{"role":"user","content":"Hello"},
+    {"role":"assistant","content":"Hithere"},{"role":"user","content":"Bye"}])");
+  const json parts = json::parse(R"([
+    {"role":"user","content":[{"type":"input_text","text":"Hel"},"lo"]},
+    {"role":"assistant","content":[{"type":"output_text","text":"Hi"},{"type":"refusal","refusal":"there"}]},
+    {"role":"user","content":[{"type":"text","text":"Bye"}]}])");
+  const std::vector<int32_t> ids = tokenize({{"messages", plain}});
+  EXPECT_EQ(tokenize({{"messages", parts}}), ids);
+  EXPECT_EQ(usage_prompt_tokens("/v1/chat/completions", {{"messages", parts}}),
+            static_cast<int>(ids.size()));
+  auto [status, out] =
+      post("/v1/chat/completions",
+           {{"model", "gemma4"}, {"messages", json::parse(R"([{"role":"user","content":[
+                               {"type":"refusal","text":"no refusal key"}]}])")}});
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(out["error"]["message"], "messages: refusal content parts need a 'refusal' string");
 }
 
 TEST_F(ServerPromptTokensTest, ToolCallHistoryRendersItsArgumentsAndRejectsBadEntries) {

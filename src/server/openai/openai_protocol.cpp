@@ -282,13 +282,21 @@ std::vector<std::string> check_messages(const ordered_json& messages) {
         image_urls.push_back(image_part_url(part));
         continue;
       }
+      if (part.is_string()) continue;  // vLLM takes a bare string as a text part
       if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
         throw bad_request("messages: each content part needs a 'type'", "messages");
       }
       const std::string type = part["type"].get<std::string>();
-      if (type == "text") {
-        if (!part.contains("text") || !part["text"].is_string()) {
-          throw bad_request("messages: text content parts need a 'text' string", "messages");
+      // vLLM's text part types, each with its text under this key.
+      const char* text_key = type == "refusal"    ? "refusal"
+                             : type == "thinking" ? "thinking"
+                             : (type == "text" || type == "input_text" || type == "output_text")
+                                 ? "text"
+                                 : nullptr;
+      if (text_key != nullptr) {
+        if (!part.contains(text_key) || !part[text_key].is_string()) {
+          throw bad_request("messages: " + type + " content parts need a '" + text_key + "' string",
+                            "messages");
         }
       } else if (type == "input_audio" || type == "audio_url" || type == "video_url") {
         throw bad_request("Content part type '" + type + "' is not supported by this model.",

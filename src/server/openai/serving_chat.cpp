@@ -394,6 +394,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   in.reasoning_effort = req.reasoning_effort;
   in.gemma4 = ctx.gemma4;
   in.add_special_tokens = req.add_special_tokens.value_or(false);
+  in.content_format = ctx.options.chat_template_content_format;
   ChatPrompt prompt = render_chat_prompt(*tmpl, *tok, in);
   job->prompt_ids = std::move(prompt.token_ids);
   prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens, req.truncate_keeps_first);

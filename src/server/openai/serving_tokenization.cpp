@@ -9,6 +9,7 @@
 #include "server/shared/api_error.h"
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_rendering.h"
+#include "server/openai/request_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -56,6 +57,7 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   in.kwargs = body.value("chat_template_kwargs", ordered_json::object());
   in.gemma4 = ctx.gemma4;
   in.add_special_tokens = body.value("add_special_tokens", false);
+  in.content_format = ctx.options.chat_template_content_format;
   std::optional<std::string> request_template;
   if (body.contains("chat_template") && !body["chat_template"].is_null()) {
     if (!body["chat_template"].is_string()) {
@@ -79,8 +81,15 @@ ordered_json serve_tokenize(const ServingContext& ctx, const ordered_json& body)
   if (body.contains("messages")) {
     ids = chat_prompt_ids(ctx, tok, body);
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
-    // The model sees one <bos> first whatever add_special_tokens says (the engine's rule).
-    ids = ctx.engine.encode_prompt(body["prompt"].get<std::string>());
+    const std::string& text = body["prompt"].get_ref<const std::string&>();
+    // vLLM's default (true) gives the prompt the model sees: one <bos> first (the engine's rule).
+    // false gives the text's own tokens, as vLLM and Hugging Face do, so pieces concatenate.
+    RequestFields fields(body);
+    if (fields.get_bool("add_special_tokens").value_or(true)) {
+      ids = ctx.engine.encode_prompt(text);
+    } else {
+      ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+    }
   } else {
     throw bad_request("prompt: Input should be a valid string (or pass messages)", "prompt");
   }

@@ -35,7 +35,8 @@ ChatPrompt render_chat_prompt(const ChatTemplate& chat_template, const Tokenizer
   const std::string eos =
       tokenizer.eos_ids().empty() ? "" : token_text_or_empty(tokenizer, tokenizer.eos_ids()[0]);
   ChatPrompt out;
-  out.text = apply_chat_template(chat_template, normalize_chat_messages(input.messages),
+  const ChatContentFormat format = input.content_format.value_or(chat_template.content_format());
+  out.text = apply_chat_template(chat_template, normalize_chat_messages(input.messages, format),
                                  input.tools, input.add_generation_prompt,
                                  input.continue_final_message, bos, eos, kwargs);
   out.token_ids = tokenizer.encode(out.text, input.add_special_tokens, /*parse_special=*/true);

@@ -27,6 +27,8 @@ struct ChatPromptInput {
   std::optional<std::string> reasoning_effort;
   bool gemma4 = false;
   bool add_special_tokens = false;  // chat default: the template writes <bos>
+  // --chat-template-content-format; nullopt ("auto"): the template's detected format, as vLLM.
+  std::optional<ChatContentFormat> content_format;
 };
 
 struct ChatPrompt {

@@ -38,6 +38,7 @@ RenderedChat LLM::render_chat(const nlohmann::ordered_json& messages, const Chat
   in.kwargs = options.chat_template_kwargs;
   in.reasoning_effort = options.reasoning_effort;
   in.gemma4 = is_gemma4(e);
+  in.content_format = parse_content_format_option(options.chat_template_content_format);
   ChatPrompt prompt = render_chat_prompt(tmpl, *tok, in);
   return {std::move(prompt.text), std::move(prompt.token_ids)};
 }

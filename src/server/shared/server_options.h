@@ -9,6 +9,7 @@
 
 #include "io/media/media_connector.h"
 #include "server/shared/cors.h"
+#include "tokenizer/chat_template/content_format.h"
 
 namespace gemmaserve {
 
@@ -18,6 +19,8 @@ struct ServerOptions {
   std::vector<std::string> served_model_names;  // first is reported in responses
   std::optional<std::string> api_key;           // --api-key, VLLM_API_KEY, GEMMASERVE_API_KEY
   std::optional<std::string> chat_template;     // --chat-template, resolved to template text
+  // --chat-template-content-format; nullopt = auto (each template's detected format).
+  std::optional<ChatContentFormat> chat_template_content_format;
   bool trust_request_chat_template = false;
   nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
   bool enable_auto_tool_choice = false;

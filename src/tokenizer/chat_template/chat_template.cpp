@@ -67,6 +67,7 @@ ChatTemplate ChatTemplate::parse(std::string source, std::string name) {
   } catch (const jinja::TemplateError& e) {
     rethrow(t.name_, e);
   }
+  t.content_format_ = detect_content_format(program->body);
   t.program_ = std::move(program);
   return t;
 }

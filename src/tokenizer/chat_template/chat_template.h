@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "tokenizer/chat_template/content_format.h"
+
 namespace gemmaserve {
 
 namespace jinja {
@@ -29,6 +31,8 @@ class ChatTemplate {
 
   const std::string& name() const { return name_; }
   const std::string& source() const { return source_; }
+  // How vLLM hands this template message content (detected once, at parse).
+  ChatContentFormat content_format() const { return content_format_; }
 
   struct Program;
 
@@ -39,6 +43,7 @@ class ChatTemplate {
   std::string name_;
   std::string source_;
   std::shared_ptr<const Program> program_;
+  ChatContentFormat content_format_ = ChatContentFormat::kString;
 };
 
 // transformers' apply_chat_template(tokenize=False): the template sees messages, tools (None when
