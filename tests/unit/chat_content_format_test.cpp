@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "server/chat_message_normalizer.h"
-#include "server/chat_rendering.h"
+#include "server/shared/chat_message_normalizer.h"
+#include "server/shared/chat_rendering.h"
 #include "test_support.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
