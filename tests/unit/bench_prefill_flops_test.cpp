@@ -3,7 +3,7 @@
 // and the measured arithmetic peak that count is compared with.
 #include <gtest/gtest.h>
 
-#include "cli/bench_kernels.h"
+#include "bench/bench_kernels.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak_rate.h"
