@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "checkpoint/gemmaserve_quantization.h"
 #include "cli/arg_parser.h"
 #include "cli/make_test_model_command.h"
 #include "core/error.h"
@@ -16,7 +17,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/quant.h"
 #include "model/config.h"
-#include "model/quantize.h"
+#include "model/weights.h"
 
 namespace gemmaserve {
 namespace {
@@ -49,17 +50,17 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
   if (fs::exists(out) && fs::equivalent(in, out)) {
     throw InputError("OUT_DIR must differ from IN_DIR");
   }
-  const ModelConfig config = load_model_config(in);
-  if (stored_quantization(config.raw, (in / "config.json").string())) {
+  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(in);
+  const ModelConfig config = parse_model_config(ckpt->config(), ckpt->config_source());
+  if (stored_quantization(config.raw, ckpt->config_source())) {
     throw InputError(in.string() + ": checkpoint is already quantized; quantize the original");
   }
-  const SafetensorsCheckpoint ckpt(in);
   // The text prefix, found like the loader does.
   std::string prefix;
   for (const std::string& p :
        {config.tensor_prefix, std::string("model.language_model."), std::string("model."),
         std::string("language_model.model."), std::string("")}) {
-    if (ckpt.find(p + "embed_tokens.weight")) {
+    if (ckpt->find(p + "embed_tokens.weight")) {
       prefix = p;
       break;
     }
@@ -69,7 +70,7 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
   std::vector<std::optional<DType>> quantized;
   std::map<std::string, DType> tensors;
   int kept_float = 0;
-  for (const auto& [name, v] : ckpt.all()) {
+  for (const auto& [name, v] : ckpt->tensors()) {
     const bool text = name.rfind(prefix, 0) == 0 || name == "lm_head.weight";
     const std::string key = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
     const DType wanted = tensor_quant_type(type, key);

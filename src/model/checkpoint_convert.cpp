@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace gemmaserve {
 namespace {
@@ -143,9 +143,9 @@ void convert_checkpoint(const fs::path& src, const fs::path& dst, const Checkpoi
   if (fs::exists(dst) && fs::equivalent(src, dst, ec)) {
     throw InputError(dst.string() + ": conversion target is the source folder");
   }
-  json config = read_json_file(src / "config.json");
-  parse_model_config(config, (src / "config.json").string());  // validates before writing
-  const SafetensorsCheckpoint ckpt(src);
+  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(src);
+  json config = ckpt->config();
+  parse_model_config(config, ckpt->config_source());  // validates before writing
 
   fs::create_directories(dst, ec);
   if (!fs::is_directory(dst)) throw InputError(dst.string() + ": cannot create directory");
@@ -158,7 +158,7 @@ void convert_checkpoint(const fs::path& src, const fs::path& dst, const Checkpoi
 
   std::vector<TensorSpec> specs;
   std::vector<const TensorView*> sources;
-  for (const auto& [name, view] : ckpt.all()) {
+  for (const auto& [name, view] : ckpt->tensors()) {
     const std::string renamed = target_name(name, form.causal_lm);
     if (renamed.empty()) continue;
     DType dtype = view->dtype;

@@ -50,7 +50,7 @@ AssistantWeights load_assistant_weights(const std::filesystem::path& dir) {
   w.config = load_assistant_config(dir);
   const AssistantConfig& ac = w.config;
   const TextConfig& c = ac.text;
-  auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
+  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(dir);
   w.checkpoint = ckpt;
   TensorBinder b(*ckpt, "model.", &w.owned_buffers);
   TensorBinder top(*ckpt, "", &w.owned_buffers);
@@ -111,7 +111,7 @@ AssistantWeights load_assistant_weights(const std::filesystem::path& dir) {
   }
   size_t unknown = 0;
   std::string example;
-  for (const auto& [name, v] : ckpt->all()) {
+  for (const auto& [name, v] : ckpt->tensors()) {
     if (b.used().count(name) || top.used().count(name)) continue;
     if (unknown++ == 0) example = name;
   }

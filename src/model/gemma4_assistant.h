@@ -29,7 +29,7 @@ struct AssistantWeights {
   std::vector<LayerWeights> layers;     // q_proj, q_norm, o_proj, norms, MLP, layer_scalar only
   WeightMatrix centroids;               // [C, h] with use_ordered_embeddings
   std::vector<int32_t> token_ordering;  // [V]: cluster c holds tokens [c*V/C, (c+1)*V/C)
-  std::shared_ptr<const SafetensorsCheckpoint> checkpoint;
+  std::shared_ptr<const Checkpoint> checkpoint;
   std::vector<std::shared_ptr<const void>> owned_buffers;
 };
 

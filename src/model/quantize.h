@@ -1,16 +1,11 @@
-// Weight quantization of a loaded model (--quantization) and of checkpoints on disk
-// (gemmaserve quantize, make-test-model --dtype q*). Format: docs/QUANTIZATION.md.
+// Weight quantization of a loaded model (--quantization); the quantized checkpoint format is
+// checkpoint/gemmaserve_quantization.h.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -18,41 +13,6 @@
 #include "model/weights.h"
 
 namespace gemmaserve {
-
-// Value of config.json's quantization_config.quant_method for gemmaserve checkpoints.
-inline constexpr const char* kQuantMethod = "gemmaserve";
-
-// Whether a checkpoint tensor (name without the text prefix, e.g. "layers.0.mlp.up_proj.weight")
-// is one that quantization applies to: linear projections, experts, embeddings, the per-layer
-// projections. Norms, scalars and the MoE router stay float.
-bool is_quantizable_tensor(const std::string& key);
-
-// The type a tensor gets when the model is quantized to `type`: the tied embedding / LM head
-// (embed_tokens.weight, lm_head.weight) stays at Q8_0 under the 4-bit types, as llama.cpp keeps
-// its output matrix at higher precision: every logit comes straight from it.
-DType tensor_quant_type(DType type, const std::string& name);
-
-// The type rows of `cols` elements get when `wanted` is asked for: `wanted` when they are whole
-// blocks of it; Q4_0 for Q4_K rows that are not whole 256-element super-blocks (26B-A4B's
-// 704-wide expert down projections), as llama.cpp falls back to a 32-element type there;
-// nullopt when they are not whole blocks of that either (the tensor stays float).
-std::optional<DType> block_fit_type(DType wanted, int64_t cols);
-
-// The log line for a tensor whose rows are not whole blocks of `wanted`: the type it is stored
-// as instead, or that it stays `float_dtype`.
-std::string block_fit_note(const std::string& name, DType wanted, int64_t cols, DType float_dtype);
-
-// The stored quantization of a checkpoint from its config.json (raw JSON): tensor name -> dtype,
-// and the overall type; nullopt when not a gemmaserve-quantized checkpoint. InputError on a
-// malformed quantization_config.
-struct StoredQuantization {
-  DType type = DType::kQ8_0;
-  std::map<std::string, DType> tensors;  // full checkpoint names
-};
-std::optional<StoredQuantization> stored_quantization(const nlohmann::json& config,
-                                                      const std::string& source);
-// quantization_config to put into config.json.
-nlohmann::json quantization_config_json(DType type, const std::map<std::string, DType>& tensors);
 
 // Quantizes the model's float weight matrices in place (new buffers in w.owned_buffers);
 // matrices whose row length is not a multiple of the block size keep their dtype (logged).
@@ -70,11 +30,5 @@ struct QuantizeTarget {
 void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, ThreadPool* pool,
                               std::vector<std::shared_ptr<const void>>* owned,
                               const std::function<void(size_t, size_t)>& progress);
-
-// Bytes [first, first + count) of the quantized form of a [rows, cols] matrix whose row r is
-// produced (as f32) by row_values(r, out). Rows are quantized whole, so any split of the byte
-// range gives the same bytes.
-void fill_quantized_bytes(DType type, int64_t cols, int64_t first, int64_t count, std::byte* dst,
-                          const std::function<void(int64_t, float*)>& row_values);
 
 }  // namespace gemmaserve

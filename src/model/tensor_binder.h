@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "io/safetensors.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
@@ -24,7 +24,7 @@ class TensorBinder {
  public:
   // Copies of misaligned tensors are kept alive in `owned`.
   // `stored` names the tensors stored block-quantized (nullptr = none).
-  TensorBinder(const SafetensorsCheckpoint& ckpt, std::string prefix,
+  TensorBinder(const Checkpoint& ckpt, std::string prefix,
                std::vector<std::shared_ptr<const void>>* owned,
                const std::map<std::string, DType>* stored = nullptr)
       : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned), stored_(stored) {}
@@ -38,7 +38,7 @@ class TensorBinder {
   const TensorView& require(const std::string& name) {
     const TensorView* v = find(name);
     if (!v) {
-      throw InputError(ckpt_.dir().string() + ": missing tensor '" + prefix_ + name + "'");
+      throw InputError(ckpt_.path().string() + ": missing tensor '" + prefix_ + name + "'");
     }
     return *v;
   }
@@ -178,7 +178,7 @@ class TensorBinder {
     return m;
   }
 
-  const SafetensorsCheckpoint& ckpt_;
+  const Checkpoint& ckpt_;
   std::string prefix_;
   std::vector<std::shared_ptr<const void>>* owned_;
   const std::map<std::string, DType>* stored_;

@@ -8,8 +8,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "checkpoint/gemmaserve_quantization.h"
 #include "core/error.h"
-#include "model/quantize.h"
 
 namespace gemmaserve {
 namespace {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/gemmaserve_quantization.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/cpu/quant.h"
@@ -111,6 +112,15 @@ std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
   return out;
 }
 
+std::shared_ptr<const Checkpoint> open_model_checkpoint(const std::filesystem::path& dir) {
+  std::shared_ptr<const Checkpoint> ckpt = open_checkpoint(dir);
+  if (ckpt->format() != "safetensors") {
+    throw InputError((dir / "config.json").string() +
+                     ": missing (not a Hugging Face checkpoint folder?)");
+  }
+  return ckpt;
+}
+
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress) {
   return load_model_weights(dir, progress, WeightLoadOptions{});
 }
@@ -118,9 +128,11 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress,
                                 const WeightLoadOptions& options) {
   ModelWeights w;
-  w.config = load_model_config(dir);
+  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(dir);
+  w.checkpoint = ckpt;
+  w.config = parse_model_config(ckpt->config(), ckpt->config_source());
   const std::optional<StoredQuantization> stored =
-      stored_quantization(w.config.raw, (dir / "config.json").string());
+      stored_quantization(w.config.raw, ckpt->config_source());
   if (stored && options.quantization && *options.quantization != stored->type) {
     throw InputError(dir.string() + ": checkpoint is already quantized to " +
                      cpu::quantization_type_name(stored->type) + "; --quantization " +
@@ -129,8 +141,6 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                      cpu::quantization_type_name(stored->type) +
                      ", or quantize the original checkpoint)");
   }
-  auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
-  w.checkpoint = ckpt;
   TextConfig& c = w.config.text;
 
   // The configured prefix first, then the other known layouts.
@@ -242,7 +252,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   // Report what was not used: the audio tower (a separate feature) and anything else.
   size_t vision = 0, audio = 0;
   std::vector<std::string> unknown;
-  for (const auto& [name, v] : ckpt->all()) {
+  for (const auto& [name, v] : ckpt->tensors()) {
     if (b.used().count(name) || tower.used().count(name) || embed.used().count(name) ||
         name == "lm_head.weight") {
       continue;
@@ -287,7 +297,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                             static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols));
       }
     } else {
-      for (const auto& [name, v] : ckpt->all()) ranges.emplace_back(v->data, v->nbytes);
+      for (const auto& [name, v] : ckpt->tensors()) ranges.emplace_back(v->data, v->nbytes);
     }
     prefault(ranges, progress);
   }

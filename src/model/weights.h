@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "io/safetensors.h"
 #include "model/config.h"
 #include "model/tensor_parallel.h"
 
@@ -94,12 +94,17 @@ struct ModelWeights {
   std::optional<DType> quantization;
 
   // Keeps the mapped files (and any converted buffers) alive.
-  std::shared_ptr<const SafetensorsCheckpoint> checkpoint;
+  std::shared_ptr<const Checkpoint> checkpoint;
   std::vector<std::shared_ptr<const void>> owned_buffers;
 };
 
 // Progress callback: (bytes done, bytes total).
 using LoadProgress = std::function<void(size_t, size_t)>;
+
+// The checkpoint at `dir` through checkpoint/'s interface. Gemma 4 loads from Hugging Face
+// folders only (GGUF weights need a name and config mapping first): any other format is the
+// InputError of a folder without config.json.
+std::shared_ptr<const Checkpoint> open_model_checkpoint(const std::filesystem::path& dir);
 
 // Loads config.json and the safetensors of a folder and binds every tensor the text decoder
 // needs, checking names and shapes (InputError naming file and tensor: "missing tensor",

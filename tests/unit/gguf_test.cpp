@@ -1,5 +1,6 @@
 // GGUF reader: every metadata type, tensor infos and alignment, and exact errors for bad files;
-// plus reading a small synthetic gemma4 vocabulary into a Tokenizer.
+// plus reading a small synthetic gemma4 vocabulary into a Tokenizer, and a GGUF file seen through
+// checkpoint/'s interface.
 #include "io/gguf.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/gguf_checkpoint.h"
 #include "core/error.h"
+#include "model/weights.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -127,6 +131,16 @@ std::string error_of(const fs::path& p) {
   return "(no error)";
 }
 
+// The InputError of opening p as a checkpoint, or "(no error)".
+std::string checkpoint_error_of(const fs::path& p) {
+  try {
+    GgufCheckpoint c(p);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(GgufTest, ReadsEveryMetadataType) {
   testing::TempDir dir;
   GgufBuilder b;
@@ -211,6 +225,82 @@ TEST(GgufTest, ReadsTensorInfosAndAlignedData) {
   EXPECT_EQ(t1.byte_size, 34u);
   EXPECT_EQ(static_cast<char>(t1.data[0]), 'x');
   EXPECT_EQ(t1.data - t0.data, 64);
+}
+
+// GGUF's dims run innermost first; a checkpoint tensor's shape outermost first, as HF's.
+TEST(GgufCheckpointTest, ListsTensorsWithShapeDtypeBytesAndMetadata) {
+  testing::TempDir dir;
+  std::string data(64 + 34, '\0');
+  data[64] = 'x';
+  GgufBuilder b;
+  b.kv_str("general.architecture", "gemma4")
+      .kv_u32("gemma4.block_count", 2)
+      .kv_bool("gemma4.flag", true)
+      .kv_array<uint32_t>("gemma4.heads", GgufType::kUint32, {4, 8})
+      .kv_strings("tokenizer.ggml.tokens", {"a", "b"})
+      .kv_u32("general.alignment", 64)
+      .tensor("w", {3, 2}, /*F32*/ 0, 0)
+      .tensor("q", {32, 1}, /*Q8_0*/ 8, 64)
+      .data(data, 64);
+  const fs::path path = write(dir, "m.gguf", b.bytes());
+  const std::shared_ptr<const Checkpoint> ckpt = open_checkpoint(path);
+  EXPECT_EQ(ckpt->format(), "gguf");
+  EXPECT_EQ(ckpt->path(), path);
+  EXPECT_EQ(ckpt->config_source(), path.string());
+  const nlohmann::json want = {{"general.architecture", "gemma4"},
+                               {"gemma4.block_count", 2},
+                               {"gemma4.flag", true},
+                               {"gemma4.heads", {4, 8}},
+                               {"general.alignment", 64}};
+  EXPECT_EQ(ckpt->config(), want);  // the vocabulary's string array is left to the tokenizer
+  ASSERT_EQ(ckpt->tensors().size(), 2u);
+  const CheckpointTensor* w = ckpt->find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype, DType::kF32);
+  EXPECT_EQ(w->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(w->nbytes, 24u);
+  EXPECT_EQ(w->file, path);
+  const CheckpointTensor* q = ckpt->find("q");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtype, DType::kQ8_0);
+  EXPECT_EQ(q->shape, (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ(q->nbytes, 34u);
+  EXPECT_EQ(static_cast<char>(q->data[0]), 'x');
+  EXPECT_EQ(ckpt->find("absent"), nullptr);
+  EXPECT_EQ(ckpt->total_bytes(), 24u + 34u);
+}
+
+TEST(GgufCheckpointTest, RefusesTypesWithoutADtypeAndRepeatedNames) {
+  testing::TempDir dir;
+  const fs::path q6 = write(
+      dir, "q6.gguf",
+      GgufBuilder().tensor("out", {256}, /*Q6_K*/ 14, 0).data(std::string(210, '\0')).bytes());
+  EXPECT_EQ(checkpoint_error_of(q6),
+            q6.string() +
+                ": tensor 'out' has ggml type 14, which has no gemmaserve dtype (F32, F16, "
+                "BF16, F64, Q8_0, Q4_0, Q4_K, I8-I64)");
+  const fs::path twice = write(dir, "twice.gguf",
+                               GgufBuilder()
+                                   .tensor("t", {1}, 0, 0)
+                                   .tensor("t", {1}, 0, 32)
+                                   .data(std::string(36, '\0'))
+                                   .bytes());
+  EXPECT_EQ(checkpoint_error_of(twice), twice.string() + ": tensor 't' appears twice");
+}
+
+// Gemma 4 weights load from Hugging Face folders only: a GGUF file is refused as before GGUF
+// checkpoints existed, a folder without config.json.
+TEST(GgufCheckpointTest, ModelLoaderRefusesAGgufFileAsBefore) {
+  testing::TempDir dir;
+  const fs::path path = write(dir, "m.gguf", GgufBuilder().kv_u32("n", 1).bytes());
+  std::string error = "(no error)";
+  try {
+    load_model_weights(path);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error,
+            (path / "config.json").string() + ": missing (not a Hugging Face checkpoint folder?)");
 }
 
 TEST(GgufTest, RejectsBadMagicAndVersion) {

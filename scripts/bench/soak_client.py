@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The soak's load (bench/soak.sh): CLIENTS concurrent loopback clients for DURATION seconds
+"""The soak's load (scripts/bench/soak.sh): CLIENTS concurrent loopback clients for DURATION seconds
 against a gemmaserve server, each looping over a seeded mix of completions and chat (streamed and
 not), dropped streams, abandoned non-streamed requests, malformed and oversized bodies, over-long
 prompts, unknown models and GET routes. Every answer is checked: generation 200 with a complete

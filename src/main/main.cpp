@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_command.h"
+#include "bench/bench_command.h"
 #include "cli/chat_template_command.h"
 #include "cli/eval_command.h"
 #include "cli/generate_command.h"

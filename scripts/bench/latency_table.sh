@@ -1,7 +1,7 @@
 #!/bin/bash
 # The docs/PERFORMANCE.md latency table: one `bench latency` run per MODEL:BATCH[:EXTRA FLAGS],
 # JSON (with the text summary first) into OUTDIR/<model><flags>-b<batch>.json.
-# usage: bench/latency_table.sh GEMMASERVE OUTDIR /tmp/e2b-bf16:1 "/tmp/e2b-bf16:1:--cpu-matmul-precision bf16" ...
+# usage: scripts/bench/latency_table.sh GEMMASERVE OUTDIR /tmp/e2b-bf16:1 "/tmp/e2b-bf16:1:--cpu-matmul-precision bf16" ...
 set -euo pipefail
 bin=$1 out=$2
 shift 2

@@ -1,4 +1,4 @@
-#include "cli/bench_command.h"
+#include "bench/bench_latency.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,14 +12,9 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_kernels.h"
 #include "cli/arg_parser.h"
-#include "cli/bench_image.h"
-#include "cli/bench_kernels.h"
-#include "cli/bench_serve_command.h"
-#include "cli/bench_structured.h"
-#include "cli/bench_tokenizer_load.h"
 #include "cli/engine_flags.h"
-#include "cli/quality_command.h"
 #include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -353,28 +348,9 @@ int run_latency(const ArgParser& p, const EngineArgs& ea) {
 
 }  // namespace
 
-int run_bench_command(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage << engine_flags_usage();
-    return args.empty() ? 2 : 0;
-  }
-  const std::string mode = args[0];
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (mode == "serve") return run_bench_serve_command(rest);
-  if (mode == "quality") return run_quality_command(rest);
-  if (mode == "quant-kernel") return run_quant_kernel_bench_command(rest);
-  if (mode == "membw") return run_bench_membw(rest);
-  if (mode == "matmul") return run_bench_matmul(rest);
-  if (mode == "peak") return run_bench_peak(rest);
-  if (mode == "attention") return run_bench_attention(rest);
-  if (mode == "tokenizer-load") return run_bench_tokenizer_load(rest);
-  if (mode == "structured") return run_bench_structured(rest);
-  if (mode == "image") return run_bench_image(rest);
-  if (mode != "throughput" && mode != "latency") {
-    throw InputError("bench: unknown benchmark '" + mode +
-                     "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
-                     "tokenizer-load, structured, image, quality or quant-kernel)");
-  }
+std::string bench_usage() { return std::string(kUsage) + engine_flags_usage(); }
+
+int run_bench_throughput_latency(const std::string& mode, const std::vector<std::string>& rest) {
   ArgParser p;
   add_engine_flags(p);
   p.value("--model").value("--input-len").value("--output-len").value("--num-prompts");
@@ -383,7 +359,7 @@ int run_bench_command(const std::vector<std::string>& args) {
   p.value("--output-json").flag("--json").flag("--help", {"-h"});
   p.parse(rest, 1);
   if (p.get_flag("--help")) {
-    std::cout << kUsage << engine_flags_usage();
+    std::cout << bench_usage();
     return 0;
   }
   std::string model = p.get("--model").value_or("");

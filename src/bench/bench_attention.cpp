@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_kernels.h"
 #include "cli/arg_parser.h"
-#include "cli/bench_kernels.h"
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"

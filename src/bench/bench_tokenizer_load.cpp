@@ -1,6 +1,6 @@
 // `gemmaserve bench tokenizer-load`: the time to load a tokenizer.json, the way serve loads it
 // against a whole-file nlohmann parse (the path every load took before the table scanner).
-#include "cli/bench_tokenizer_load.h"
+#include "bench/bench_tokenizer_load.h"
 
 #include <time.h>
 
@@ -10,8 +10,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_kernels.h"
 #include "cli/arg_parser.h"
-#include "cli/bench_kernels.h"
 #include "core/error.h"
 #include "io/json_file.h"
 #include "tokenizer/tokenizer.h"

@@ -1,4 +1,4 @@
-#include "cli/quality_command.h"
+#include "bench/bench_quality.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_kernels.h"
 #include "cli/arg_parser.h"
-#include "cli/bench_kernels.h"
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"

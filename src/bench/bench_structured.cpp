@@ -1,7 +1,7 @@
 // `gemmaserve bench structured TOKENIZER`: what a structured-output mask costs per generated
 // token: random logits over the real vocabulary, sampled under a JSON schema, timed per step
 // against the same sampling without the constraint.
-#include "cli/bench_structured.h"
+#include "bench/bench_structured.h"
 
 #include <algorithm>
 #include <chrono>

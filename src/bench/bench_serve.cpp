@@ -1,4 +1,4 @@
-#include "cli/bench_serve_command.h"
+#include "bench/bench_serve.h"
 
 #include <cmath>
 #include <cstdio>

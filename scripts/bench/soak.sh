@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Soak (issue 27): a tiny Gemma 4 checkpoint (real vocabulary and chat template) served on
 # loopback under CLIENTS concurrent clients for DURATION seconds of mixed traffic (see
-# bench/soak_client.py: completions and chat, streamed and not, dropped streams, abandoned
+# scripts/bench/soak_client.py: completions and chat, streamed and not, dropped streams, abandoned
 # requests, malformed / oversized bodies, over-long prompts, unknown models, GET routes). RSS and
 # /metrics are sampled every second into OUT/soak.csv, the RSS plot goes to OUT/soak_rss.png and
 # the verdict to OUT/soak.json: 0 unexpected statuses, 0 connection errors, idle and answering at
 # the end, RSS at the end within 5 % of RSS after the warm-up (full concurrency + WARMUP s).
-# Usage: bench/soak.sh [--clients N (200)] [--duration S (600)] [--warmup S (60)] [--out DIR]
+# Usage: scripts/bench/soak.sh [--clients N (200)] [--duration S (600)] [--warmup S (60)] [--out DIR]
 #                      [--bin BINARY (build/gemmaserve)] [--rss-tolerance FRACTION (0.05)]
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BIN="$ROOT/build/gemmaserve"
 CLIENTS=200
 DURATION=600
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
-# shellcheck source=../tests/scripts/lib/tiny_server.sh
+# shellcheck source=../../tests/scripts/lib/tiny_server.sh
 source "$ROOT/tests/scripts/lib/tiny_server.sh"
 [ -f "$VOCAB" ] && [ -f "$TEMPLATE" ] || { echo "shared data missing: $VOCAB"; exit 1; }
 mkdir -p "$OUT"
@@ -42,7 +42,7 @@ start_tiny_server "$TMP/tiny" --served-model-name tiny --max-model-len 512 --max
 PORT="${BASE_URL##*:}"
 echo "soak: $CLIENTS clients for $DURATION s on port $PORT (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 status=0
-python3 "$ROOT/bench/soak_client.py" --port "$PORT" --server-pid "$SERVER_PID" \
+python3 "$ROOT/scripts/bench/soak_client.py" --port "$PORT" --server-pid "$SERVER_PID" \
   --clients "$CLIENTS" --duration "$DURATION" --warmup "$WARMUP" --max-model-len 512 \
   --rss-tolerance "$RSS_TOLERANCE" \
   --csv "$OUT/soak.csv" >"$OUT/soak.json" || status=$?

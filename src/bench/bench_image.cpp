@@ -1,7 +1,7 @@
 // `gemmaserve bench image`: images through the Engine, timed from outside as a client sees them:
 // an image request alone (encode time, TTFT) per weight quantization, then a decoding request
 // with an image arriving beside it, per step budget (the encoder is sliced to the budget).
-#include "cli/bench_image.h"
+#include "bench/bench_image.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Kernel sweep: read bandwidth and matmul rates at decode and prefill shapes (E2B widths).
-# usage: bench/kernel_sweep.sh [path/to/gemmaserve]
+# usage: scripts/bench/kernel_sweep.sh [path/to/gemmaserve]
 B=${1:-build/gemmaserve}
 lscpu | grep -E "Model name|^CPU\(s\)|MHz|L2|L3|Flags" | cut -c1-200
 for t in 1 2 4; do $B bench membw --threads $t --size-mib 1024; done

@@ -1,4 +1,4 @@
-#include "cli/bench_kernels.h"
+#include "bench/bench_kernels.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,4 @@
-// `gemmaserve bench throughput|latency`: offline benchmarks after vLLM's benchmark_throughput.py
-// and benchmark_latency.py, on random token prompts.
+// `gemmaserve bench X`: dispatches to the benchmark in src/bench/bench_X.cpp.
 #pragma once
 
 #include <string>

@@ -2,7 +2,7 @@
 # Seconds from starting `gemmaserve serve` to its first /health 200, RUNS times (the docs/
 # PERFORMANCE.md time-to-ready table): "wall W cpu C", C the server's user + system CPU seconds
 # by then (what a shared machine's other jobs do not inflate). The server is stopped after each.
-# usage: bench/time_to_ready.sh GEMMASERVE MODEL_DIR RUNS PORT [serve flags...]
+# usage: scripts/bench/time_to_ready.sh GEMMASERVE MODEL_DIR RUNS PORT [serve flags...]
 set -euo pipefail
 bin=$1 model=$2 runs=$3 port=$4
 shift 4
