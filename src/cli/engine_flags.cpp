@@ -77,6 +77,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
+  p.value("--structured-outputs-cache-gb");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});

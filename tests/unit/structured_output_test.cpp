@@ -398,6 +398,7 @@ TEST(StructuredCache, ManyLargeSpecsStayUnderTheByteBoundAndTheRecentOneStays) {
   const auto hot = compiler.compile("choice", large_choice(0));
   const uint64_t one = compiler.cache().bytes();
   ASSERT_GE(one, hot->grammar().memory_bytes());
+  RecordProperty("bytes_per_spec", std::to_string(one));
   const auto first = compiler.compile("choice", large_choice(1));
   constexpr int kSpecs = 60;
   for (int i = 2; i < kSpecs; ++i) {
