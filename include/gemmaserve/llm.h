@@ -59,6 +59,8 @@ struct EngineArgs {
   nlohmann::json mm_processor_kwargs;
   // Encoded-image cache (soft tokens by content hash, least recently used out); 0 disables.
   double mm_processor_cache_gb = 4;
+  // Structured outputs' compiled grammars and token masks (one LRU by bytes) in GiB; 0 disables.
+  double structured_outputs_cache_gb = 1;
   // Ranks the model is split over (Megatron tensor parallelism, docs/ARCHITECTURE.md). "mp"
   // starts them on this host by re-executing the command under mpirun; "mpi" expects the
   // command to run under `mpirun -n N` already. Rank 0 runs the engine, the others the model.

@@ -94,6 +94,8 @@ class LLM:
         mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
             560 or 1120); a prompt's own ``mm_processor_kwargs`` win.
         mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
+        structured_outputs_cache_gb: Cache of compiled grammars and token masks in GiB (1; 0
+            disables).
         data_parallel_size: Engine replicas in this process, each with its own KV cache and a
             share of the threads; prompts go to the replica with the longest cached prefix,
             else the least loaded (1).
@@ -125,6 +127,7 @@ class LLM:
                  limit_mm_per_prompt: Optional[Dict[str, Any]] = None,
                  mm_processor_kwargs: Optional[Dict[str, Any]] = None,
                  mm_processor_cache_gb: Optional[float] = None,
+                 structured_outputs_cache_gb: Optional[float] = None,
                  data_parallel_size: int = 1, tensor_parallel_size: int = 1,
                  enable_expert_parallel: bool = False,
                  speculative_config: Optional[Dict[str, Any]] = None,
@@ -141,6 +144,7 @@ class LLM:
             "long_prefill_token_threshold": long_prefill_token_threshold, "threads": threads,
             "cpu_matmul_precision": cpu_matmul_precision,
             "mm_processor_cache_gb": mm_processor_cache_gb,
+            "structured_outputs_cache_gb": structured_outputs_cache_gb,
         }
         args.update({k: (str(v) if k == "tokenizer" else v)
                      for k, v in optional.items() if v is not None})

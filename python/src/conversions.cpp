@@ -112,6 +112,8 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       a.limit_mm_per_prompt = parse_limit_mm_per_prompt(text);
     } else if (key == "mm_processor_cache_gb") {
       get(a.mm_processor_cache_gb);
+    } else if (key == "structured_outputs_cache_gb") {
+      get(a.structured_outputs_cache_gb);
     } else if (key == "data_parallel_size") {
       get(a.data_parallel_size);
     } else if (key == "tensor_parallel_size") {

@@ -26,6 +26,17 @@ int int_flag(const ArgParser& p, const std::string& name, int fallback) {
   return static_cast<int>(x);
 }
 
+// A cache budget in GiB: a number in [0, 1e9], 0 disabling the cache.
+double cache_gib_flag(const ArgParser& p, const std::string& flag, double fallback) {
+  const std::optional<std::string> text = p.get(flag);
+  if (!text) return fallback;
+  const double gib = p.get_double(flag, fallback);
+  if (!(gib >= 0) || gib > 1e9) {
+    throw InputError(flag + " must be a number of GiB in [0, 1e9], got " + *text);
+  }
+  return gib;
+}
+
 }  // namespace
 
 int64_t parse_human_readable_int(const std::string& text, const std::string& flag) {
@@ -66,6 +77,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
+  p.value("--structured-outputs-cache-gb");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});
@@ -117,13 +129,9 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     }
     parse_mm_processor_kwargs(a.mm_processor_kwargs, flag);
   }
-  if (p.has("--mm-processor-cache-gb")) {
-    a.mm_processor_cache_gb = p.get_double("--mm-processor-cache-gb", a.mm_processor_cache_gb);
-    if (!(a.mm_processor_cache_gb >= 0)) {
-      throw InputError("--mm-processor-cache-gb must be >= 0, got " +
-                       *p.get("--mm-processor-cache-gb"));
-    }
-  }
+  a.mm_processor_cache_gb = cache_gib_flag(p, "--mm-processor-cache-gb", a.mm_processor_cache_gb);
+  a.structured_outputs_cache_gb =
+      cache_gib_flag(p, "--structured-outputs-cache-gb", a.structured_outputs_cache_gb);
   a.tensor_parallel_size = int_flag(p, "--tensor-parallel-size", a.tensor_parallel_size);
   if (a.tensor_parallel_size < 1) {
     throw InputError("--tensor-parallel-size must be at least 1, got " +
@@ -169,6 +177,8 @@ const char* engine_flags_usage() {
          "140,\n"
          "                                    280, 560 or 1120; requests may override)\n"
          "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n"
+         "  --structured-outputs-cache-gb F   compiled grammars + token masks cache in GiB,\n"
+         "                                    least recently used out (default 1, 0 disables)\n"
 
          "  --tensor-parallel-size N          split the model over N ranks (alias -tp)\n"
          "  --distributed-executor-backend mp|mpi  mp (default): start the ranks on this host\n"

@@ -14,8 +14,8 @@ namespace gemmaserve {
 // (alias --kv-cache-memory), --gpu-memory-utilization, --max-num-seqs,
 // --max-num-batched-tokens, --long-prefill-token-threshold, --[no-]enable-prefix-caching,
 // --generation-config, --override-generation-config, --seed, --quantization and
-// --cpu-matmul-precision, --limit-mm-per-prompt, --mm-processor-kwargs and
-// --mm-processor-cache-gb.
+// --cpu-matmul-precision, --limit-mm-per-prompt, --mm-processor-kwargs,
+// --mm-processor-cache-gb and --structured-outputs-cache-gb.
 void add_engine_flags(ArgParser& parser);
 
 // EngineArgs for `model` from the parsed flags; InputError for malformed values.

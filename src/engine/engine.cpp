@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/progress_bar.h"
+#include "core/python_text.h"
 #include "core/thread_pool.h"
 #include "engine/engine_state.h"
 #include "engine/fault_injection.h"
@@ -32,6 +34,15 @@ namespace {
 constexpr size_t kProgressMinBytes = size_t{512} << 20;  // smaller loads finish too fast to show
 constexpr uint64_t kNotStalled = ~uint64_t{0};
 
+// A cache budget given in GiB, in bytes; InputError unless finite and >= 0.
+uint64_t cache_bytes(double gib, const char* flag) {
+  if (!(gib >= 0) || !std::isfinite(gib) || gib > 1e9) {
+    throw InputError(std::string(flag) + " must be a number of GiB in [0, 1e9], got " +
+                     python_float_repr(gib));
+  }
+  return static_cast<uint64_t>(gib * 1073741824.0);
+}
+
 void check_args(const EngineArgs& a) {
   if (a.threads < 0) throw InputError("--threads must be >= 0, got " + std::to_string(a.threads));
   if (a.block_size <= 0) {
@@ -55,10 +66,8 @@ void check_args(const EngineArgs& a) {
   parse_speculative_config(a.speculative_config);
   parse_matmul_precision(a.cpu_matmul_precision, "--cpu-matmul-precision");
   parse_mm_processor_kwargs(a.mm_processor_kwargs, "--mm-processor-kwargs");
-  if (!(a.mm_processor_cache_gb >= 0)) {
-    throw InputError("--mm-processor-cache-gb must be >= 0, got " +
-                     std::to_string(a.mm_processor_cache_gb));
-  }
+  cache_bytes(a.mm_processor_cache_gb, "--mm-processor-cache-gb");
+  cache_bytes(a.structured_outputs_cache_gb, "--structured-outputs-cache-gb");
   for (const auto& [modality, limit] : a.limit_mm_per_prompt) {
     if (limit < 0) {
       throw InputError("--limit-mm-per-prompt: the limit of '" + modality + "' must be >= 0, got " +
@@ -90,9 +99,9 @@ void log_matmul_precision(cpu::MatmulPrecision asked, const ModelWeights& weight
 
 Engine::Engine(const EngineArgs& args)
     : args_(args),
-      grammars_(std::make_unique<structured::GrammarCompiler>()),
-      encoder_cache_(
-          static_cast<uint64_t>(std::max(0.0, args.mm_processor_cache_gb) * 1073741824.0)) {
+      grammars_(std::make_unique<structured::GrammarCompiler>(
+          cache_bytes(args.structured_outputs_cache_gb, "--structured-outputs-cache-gb"))),
+      encoder_cache_(cache_bytes(args.mm_processor_cache_gb, "--mm-processor-cache-gb")) {
   namespace fs = std::filesystem;
   check_args(args_);
   // Workers and the engine thread each on their own CPU (vLLM's CPU backend binds too);

@@ -107,6 +107,11 @@ struct EngineStats {
   double encoder_seconds = 0;       // their wall time
   uint64_t encoder_steps = 0;       // steps that ran a slice of an image's encoding
   int64_t encodes_in_progress = 0;  // images partly encoded (their activations are held)
+  // Bytes held by the caches requests fill (gemmaserve:*_cache_bytes), and their entries.
+  uint64_t encoder_cache_bytes = 0;
+  uint64_t encoder_cache_entries = 0;
+  uint64_t structured_output_cache_bytes = 0;
+  uint64_t structured_output_cache_entries = 0;
   // Speculative decoding (vllm:spec_decode_*): sequences verified with drafts, drafts,
   // accepted drafts, and accepted drafts by position (index 0: the first draft).
   uint64_t spec_decode_num_drafts = 0;

@@ -291,6 +291,10 @@ EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   EngineStats s = counters_;
   s.encodes_in_progress = encodes_alive_->load();
+  s.encoder_cache_bytes = encoder_cache_.bytes();
+  s.encoder_cache_entries = encoder_cache_.size();
+  s.structured_output_cache_bytes = grammars_->cache().bytes();
+  s.structured_output_cache_entries = grammars_->cache().size();
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting() + num_held_samples_;
   const KvCacheManager& kv = scheduler_->kv_cache();

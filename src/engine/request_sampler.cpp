@@ -258,11 +258,18 @@ const std::vector<int32_t>* RequestSampler::json_next_tokens(
   auto it = json_cache_.find(key);
   if (it == json_cache_.end()) {
     // A handful of states recur (inside a string at one depth, after a value, ...).
-    if (json_cache_.size() >= 16) json_cache_.clear();
     std::vector<int32_t> next = json_trie_->allowed(json_);
     std::erase_if(next,
                   [&](int32_t id) { return std::binary_search(never_.begin(), never_.end(), id); });
     if (lead) next.push_back(c.lead_open);
+    // The ids' capacity, the key's, the map node (three links, colour, the pair).
+    const size_t bytes = next.capacity() * sizeof(int32_t) + key.capacity() + 4 * sizeof(void*) +
+                         sizeof(std::pair<const std::string, std::vector<int32_t>>);
+    if (json_cache_bytes_ + bytes > kMaxJsonCacheBytes) {
+      json_cache_.clear();
+      json_cache_bytes_ = 0;
+    }
+    json_cache_bytes_ += bytes;
     it = json_cache_.emplace(key, std::move(next)).first;
   }
   return &it->second;

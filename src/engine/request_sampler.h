@@ -86,6 +86,8 @@ class RequestSampler {
   JsonObjectMachine json_;
   size_t json_fed_ = 0;
   std::map<std::string, std::vector<int32_t>> json_cache_;
+  size_t json_cache_bytes_ = 0;  // emptied past this: four near-whole vocabularies of Gemma 4
+  static constexpr size_t kMaxJsonCacheBytes = size_t{4} << 20;
   std::vector<int32_t> never_;  // the constraint's never list, sorted
   // Structured outputs: masks `x` to what the grammar allows after `output_tokens`.
   void apply_grammar(std::span<const int32_t> output_tokens, std::vector<float>& x);

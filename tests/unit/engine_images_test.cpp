@@ -205,6 +205,8 @@ TEST(EngineImages, EncoderCacheSkipsTheTowerForARepeatedImage) {
   EXPECT_EQ(s.images_encoded, 2u);
   EXPECT_EQ(s.mm_cache_queries, 4u);
   EXPECT_EQ(s.mm_cache_hits, 2u);
+  EXPECT_EQ(s.encoder_cache_entries, 2u);  // what /metrics shows as gemmaserve:encoder_cache_*
+  EXPECT_GT(s.encoder_cache_bytes, 0u);
   expect_same_outputs(first.outputs[0], first.outputs[1], "cached rows");
 
   args.mm_processor_cache_gb = 0;
@@ -212,6 +214,30 @@ TEST(EngineImages, EncoderCacheSkipsTheTowerForARepeatedImage) {
   run_alone(*uncached, {r, r});
   EXPECT_EQ(uncached->stats().images_encoded, 4u);
   EXPECT_EQ(uncached->stats().mm_cache_queries, 0u);
+}
+
+// Many distinct images whose rows hold more than their size (a vector's capacity): the cache
+// counts what they hold, stays within its budget, and keeps the image asked for between them.
+TEST(EncoderCacheBudget, ManyLargeImagesStayUnderTheByteBoundAndTheRecentOneStays) {
+  constexpr uint64_t kBudget = uint64_t{1} << 20;
+  constexpr size_t kHeldFloats = 64 * 1024;  // 256 KiB held, 4 KiB used
+  EncoderCache cache(kBudget);
+  auto rows = [] {
+    auto r = std::make_shared<std::vector<float>>(1024, 1.0f);
+    r->reserve(kHeldFloats);
+    return EncodedImage(std::move(r));
+  };
+  const EncodedImage hot = rows();
+  cache.insert("hot", hot);
+  for (int i = 0; i < 64; ++i) {
+    cache.insert("image" + std::to_string(i), rows());
+    EXPECT_EQ(cache.find("hot"), hot) << i;  // the most recently used stays
+    EXPECT_LE(cache.size() * kHeldFloats * sizeof(float), kBudget) << i;
+    EXPECT_LE(cache.bytes(), kBudget) << i;
+    EXPECT_GE(cache.bytes(), cache.size() * kHeldFloats * sizeof(float)) << i;
+  }
+  EXPECT_EQ(cache.find("image0"), nullptr);  // the least recently used went first
+  EXPECT_NE(cache.find("image63"), nullptr);
 }
 
 TEST(EngineImages, LimitsAndErrors) {

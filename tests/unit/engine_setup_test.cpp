@@ -284,5 +284,49 @@ TEST(EngineFlags, EveryEngineFlagUnderVllmsName) {
   EXPECT_FALSE(b.gpu_memory_utilization.has_value());
 }
 
+// The caches' byte budgets: GiB as numbers, 0 disables; anything else is refused by name.
+TEST(EngineFlags, CacheBudgetsInGibAndBadValuesRefusedExactly) {
+  auto parse = [](std::vector<std::string> args) {
+    ArgParser p;
+    add_engine_flags(p);
+    p.parse(args, 0);
+    return engine_args_from_flags(p, "m");
+  };
+  EXPECT_EQ(parse({}).structured_outputs_cache_gb, 1.0);
+  EXPECT_EQ(parse({}).mm_processor_cache_gb, 4.0);
+  EXPECT_EQ(parse({"--structured-outputs-cache-gb", "0.25"}).structured_outputs_cache_gb, 0.25);
+  EXPECT_EQ(parse({"--structured-outputs-cache-gb=0"}).structured_outputs_cache_gb, 0.0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--structured-outputs-cache-gb", "-1"},
+       "--structured-outputs-cache-gb must be a number of GiB in [0, 1e9], got -1"},
+      {{"--structured-outputs-cache-gb", "2e9"},
+       "--structured-outputs-cache-gb must be a number of GiB in [0, 1e9], got 2e9"},
+      {{"--structured-outputs-cache-gb", "lots"},
+       "flag --structured-outputs-cache-gb expects a number, got 'lots'"},
+      {{"--structured-outputs-cache-gb", "nan"},
+       "flag --structured-outputs-cache-gb expects a number, got 'nan'"},
+      {{"--mm-processor-cache-gb", "-0.5"},
+       "--mm-processor-cache-gb must be a number of GiB in [0, 1e9], got -0.5"},
+  };
+  for (const auto& [args, message] : bad) {
+    try {
+      parse(args);
+      ADD_FAILURE() << args[1] << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  // The offline API's EngineArgs go through the same check when the engine starts.
+  EngineArgs a;
+  a.structured_outputs_cache_gb = -2;
+  try {
+    Engine engine(a);
+    ADD_FAILURE() << "a negative budget was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--structured-outputs-cache-gb must be a number of GiB in [0, 1e9], got -2.0");
+  }
+}
+
 }  // namespace
 }  // namespace gemmaserve::enginetest

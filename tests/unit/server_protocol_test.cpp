@@ -122,6 +122,27 @@ TEST(ServerProtocolTest, MetricsUseVllmNames) {
             std::string::npos);
 }
 
+TEST(ServerProtocolTest, MetricsShowTheCacheSizesPerReplica) {
+  ServerMetrics m("m", 2);
+  std::vector<EngineStats> st(2);
+  st[0].structured_output_cache_bytes = 123456;
+  st[0].structured_output_cache_entries = 7;
+  st[1].encoder_cache_bytes = 4096;
+  st[1].encoder_cache_entries = 1;
+  const std::string text = m.render(st);
+  for (const char* line : {
+           "# TYPE gemmaserve:structured_output_cache_bytes gauge\n",
+           "gemmaserve:structured_output_cache_bytes{engine=\"0\",model_name=\"m\"} 123456.0\n",
+           "gemmaserve:structured_output_cache_bytes{engine=\"1\",model_name=\"m\"} 0.0\n",
+           "gemmaserve:structured_output_cache_entries{engine=\"0\",model_name=\"m\"} 7.0\n",
+           "# TYPE gemmaserve:encoder_cache_bytes gauge\n",
+           "gemmaserve:encoder_cache_bytes{engine=\"1\",model_name=\"m\"} 4096.0\n",
+           "gemmaserve:encoder_cache_entries{engine=\"1\",model_name=\"m\"} 1.0\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+}
+
 TEST(ServerProtocolTest, OfflineChatStopsAtEndOfTurnAndParsesLikeTheServer) {
   GS_REQUIRE_SHARED(shared);
   testing::TempDir dir;

@@ -3,6 +3,7 @@
 // an answer that parses and validates, over several seeds, on completions and chat.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -170,6 +171,58 @@ TEST_F(ServerStructuredOutputTest, ThinkingChatAnswersAfterTheThoughtChannel) {
       EXPECT_TRUE(content == "yes" || content == "no") << r.dump();
     }
   }
+}
+
+// A 2 MiB --structured-outputs-cache-gb: requests with many distinct schemas leave the live cache
+// within it, and /metrics shows its size.
+class ServerStructuredCacheTest : public TinyChatServerTest<ServerStructuredCacheTest> {
+ public:
+  static std::vector<std::string> server_flags() {
+    return {"--served-model-name",
+            "m",
+            "--max-model-len",
+            "1024",
+            "--kv-cache-memory-bytes",
+            "64M",
+            "--structured-outputs-cache-gb",
+            "0.001953125"};
+  }
+};
+
+TEST_F(ServerStructuredCacheTest, DistinctSchemasStayWithinTheFlagAndShowInMetrics) {
+  constexpr double kBudget = 2 * 1024 * 1024;
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(300, 0);
+  const std::regex gauge(
+      R"(\ngemmaserve:structured_output_cache_bytes\{engine="0",model_name="m"\} ([0-9.e+]+)\n)");
+  double peak = 0;
+  for (int i = 0; i < 8; ++i) {
+    json schema = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
+    for (int k = 0; k < 3; ++k) {
+      const std::string key = "field" + std::to_string(i) + "_" + std::to_string(k);
+      schema["properties"][key] = {{"type", "string"}, {"maxLength", 4}};
+      schema["required"].push_back(key);
+    }
+    const json body = {
+        {"model", "m"},
+        {"prompt", "Answer:"},
+        {"max_tokens", 40},
+        {"seed", i},
+        {"response_format",
+         {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", schema}}}}}};
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(m->body, match, gauge)) << m->body;
+    const double bytes = std::stod(match[1].str());
+    EXPECT_GT(bytes, 0) << i;
+    EXPECT_LE(bytes, kBudget) << i;
+    peak = std::max(peak, bytes);
+  }
+  EXPECT_GT(peak, kBudget / 2);  // the schemas filled it: the bound, not their size, held it
 }
 
 }  // namespace

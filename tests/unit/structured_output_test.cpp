@@ -381,6 +381,64 @@ TEST(StructuredMasks, ExactlyTheTokensTheGrammarTakes) {
   EXPECT_EQ(opening, (Ids{2, 5, kByte0 + '{'}));
 }
 
+// A choice of 200 distinct 40-byte strings: a prefix tree of thousands of rules, ~1 MiB.
+std::string large_choice(int n) {
+  nlohmann::json list = nlohmann::json::array();
+  for (int k = 0; k < 200; ++k) {
+    list.push_back("spec" + std::to_string(n) + "-" + std::to_string(k) + std::string(30, 'x'));
+  }
+  return list.dump();
+}
+
+// A client sending many distinct large specs: the cache holds at most its byte budget, the
+// least recently used out, and the spec in use (asked between the others) stays.
+TEST(StructuredCache, ManyLargeSpecsStayUnderTheByteBoundAndTheRecentOneStays) {
+  constexpr uint64_t kBudget = uint64_t{8} << 20;
+  GrammarCompiler compiler(kBudget);
+  const auto hot = compiler.compile("choice", large_choice(0));
+  const uint64_t one = compiler.cache().bytes();
+  ASSERT_GE(one, hot->grammar().memory_bytes());
+  RecordProperty("bytes_per_spec", std::to_string(one));
+  const auto first = compiler.compile("choice", large_choice(1));
+  constexpr int kSpecs = 60;
+  for (int i = 2; i < kSpecs; ++i) {
+    compiler.compile("choice", large_choice(i));
+    EXPECT_LE(compiler.cache().bytes(), kBudget) << i;
+    EXPECT_EQ(compiler.compile("choice", large_choice(0)), hot) << i;  // still cached
+  }
+  EXPECT_GT(one * kSpecs, 4 * kBudget);  // what a count bound would have kept
+  EXPECT_LT(compiler.cache().size(), static_cast<size_t>(kSpecs));
+  EXPECT_NE(compiler.compile("choice", large_choice(1)), first);  // evicted, compiled again
+  // A spec larger than the whole budget compiles but is not kept.
+  GrammarCompiler tiny(one / 2);
+  EXPECT_NE(tiny.compile("choice", large_choice(0)), nullptr);
+  EXPECT_EQ(tiny.cache().bytes(), 0u);
+}
+
+// Masks of many distinct states (every position of a long literal) stay within the budget they
+// share with the grammars, and the mask asked for between them stays.
+TEST(StructuredCache, ManyStatesMasksStayUnderTheByteBoundAndTheRecentOneStays) {
+  const Tokenizer tok = vocabulary();
+  const JsonTokenTrie trie(tok);
+  const int vocab = static_cast<int>(tok.vocab_size());
+  constexpr uint64_t kBudget = 64 * 1024;
+  GrammarCompiler compiler(kBudget);
+  const std::string text(2000, 'a');
+  const auto grammar = compiler.compile("choice", nlohmann::json::array({text}).dump());
+  GrammarMatcher m(grammar->grammar());
+  const GrammarState start = m.initial();
+  const auto hot = grammar->allowed(trie, vocab, start, &m);
+  GrammarState s = start;
+  for (size_t i = 0; i < text.size(); ++i) {
+    ASSERT_TRUE(m.feed(&s, text.substr(i, 1)));
+    const auto bits = grammar->allowed(trie, vocab, s, &m);
+    EXPECT_EQ(mask_ids(*bits, vocab), brute_force(grammar->grammar(), trie, vocab, s)) << i;
+    ASSERT_LE(compiler.cache().bytes(), kBudget) << i;
+    ASSERT_EQ(grammar->allowed(trie, vocab, start, &m), hot) << i;  // still cached
+  }
+  EXPECT_LT(compiler.cache().size(), text.size());
+}
+
 // The stop token is likely whenever it is allowed.
 std::vector<std::string> sample_answers(const std::string& kind, const std::string& spec,
                                         int seeds) {

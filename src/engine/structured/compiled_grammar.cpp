@@ -12,13 +12,34 @@
 
 namespace gemmaserve::structured {
 
+namespace {
+
+// Bytes a cached mask holds: its words, the vector and the shared_ptr block around them.
+uint64_t mask_bytes(const TokenBits& bits) {
+  return heap_bytes(bits) + sizeof(TokenBits) + kSharedControlBytes;
+}
+uint64_t shared_mask_bytes(const SharedMask& m) {
+  uint64_t bytes = heap_bytes(m.certain) + heap_bytes(m.escapes) + sizeof(SharedMask);
+  for (const EscapeNode& e : m.escapes) bytes += heap_bytes(e.stacks);
+  return bytes + kSharedControlBytes;
+}
+
+}  // namespace
+
+std::string CompiledGrammar::mask_key(char kind, std::string_view state_key) const {
+  std::string key(1, kind);
+  key.append(reinterpret_cast<const char*>(&id_), sizeof(id_));
+  key.append(state_key);
+  return key;
+}
+
 std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& trie, int vocab_size,
                                                           const GrammarState& state,
                                                           GrammarMatcher* matcher) const {
-  const std::string key(state.key());
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto* hit = masks_.find(key)) return *hit;
+  const std::shared_ptr<StructuredOutputCache> cache = cache_.lock();
+  const std::string key = mask_key('M', state.key());
+  if (cache) {
+    if (auto hit = cache->find<TokenBits>(key)) return hit;
   }
   const size_t words = (static_cast<size_t>(vocab_size) + 63) / 64;
   auto set_bits = [](const std::vector<int32_t>& ids, TokenBits* bits) {
@@ -26,20 +47,16 @@ std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& t
   };
   // The shared part (one walk for every state with these top frames), then what lies below.
   const GrammarState cut = GrammarMatcher::truncate(state, kKeptFrames);
-  const std::string cut_key(cut.key());
+  const std::string cut_key = mask_key('S', cut.key());
   std::shared_ptr<const SharedMask> shared;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto* hit = shared_.find(cut_key)) shared = *hit;
-  }
+  if (cache) shared = cache->find<SharedMask>(cut_key);
   if (!shared) {
     auto made = std::make_shared<SharedMask>();
     made->certain.assign(words, 0);
     std::vector<int32_t> ids;
     matcher->walk_truncated(trie, cut, &ids, &made->escapes);
     set_bits(ids, &made->certain);
-    std::lock_guard<std::mutex> lock(mutex_);
-    shared_.put(cut_key, made);
+    if (cache) cache->put(cut_key, made, shared_mask_bytes(*made));
     shared = std::move(made);
   }
   auto bits = std::make_shared<TokenBits>(shared->certain);
@@ -53,8 +70,7 @@ std::shared_ptr<const TokenBits> CompiledGrammar::allowed(const JsonTokenTrie& t
     }
   }
   set_bits(ids, bits.get());
-  std::lock_guard<std::mutex> lock(mutex_);
-  masks_.put(key, bits);
+  if (cache) cache->put(key, bits, mask_bytes(*bits));
   return bits;
 }
 
@@ -152,16 +168,14 @@ Grammar build_grammar(std::string_view kind, std::string_view spec) {
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(std::string_view kind,
                                                                 std::string_view spec) {
-  std::string key(kind);
+  std::string key = "G";
+  key.append(kind);
   key.push_back('\0');
   key.append(spec);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto* hit = cache_.find(key)) return *hit;
-  }
-  auto compiled = std::make_shared<const CompiledGrammar>(build_grammar(kind, spec));
-  std::lock_guard<std::mutex> lock(mutex_);
-  cache_.put(key, compiled);
+  if (auto hit = cache_->find<CompiledGrammar>(key)) return hit;
+  auto compiled = std::make_shared<const CompiledGrammar>(build_grammar(kind, spec), cache_);
+  cache_->put(std::move(key), compiled,
+              compiled->grammar().memory_bytes() + sizeof(CompiledGrammar) + kSharedControlBytes);
   return compiled;
 }
 

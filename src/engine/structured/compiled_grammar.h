@@ -1,18 +1,17 @@
-// Structured outputs' compiled grammars: one per (kind, spec) text, kept in a bounded LRU by the
-// engine's GrammarCompiler, each with a bounded LRU of token masks per recogniser state, shared
-// by every request that uses it.
+// Structured outputs' compiled grammars: one per (kind, spec) text, kept by the engine's
+// GrammarCompiler with their token masks per recogniser state (shared by every request that uses
+// the grammar) in one least-recently-used cache bounded by bytes (--structured-outputs-cache-gb).
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/byte_lru_cache.h"
 #include "engine/structured/grammar.h"
 #include "engine/structured/grammar_matcher.h"
 
@@ -22,45 +21,71 @@ class JsonTokenTrie;
 
 namespace gemmaserve::structured {
 
-// A small least-recently-used map (not thread-safe; owners lock).
-template <class V>
-class LruCache {
+// --structured-outputs-cache-gb's default: 32768 masks at Gemma 4's vocabulary.
+inline constexpr uint64_t kDefaultStructuredCacheBytes = uint64_t{1} << 30;
+
+// What structured outputs keep between requests, under one byte budget: compiled grammars by
+// (kind, spec) and their token masks by (grammar, state), least recently used out together, so
+// many distinct large schemas or states evict the oldest instead of growing the process.
+// Thread-safe. Values are typed by their key's first byte (see compiled_grammar.cpp).
+class StructuredOutputCache {
  public:
-  explicit LruCache(size_t capacity) : capacity_(capacity) {}
-  const V* find(const std::string& key) {
-    const auto it = index_.find(key);
-    if (it == index_.end()) return nullptr;
-    order_.splice(order_.begin(), order_, it->second);
-    return &it->second->second;
+  explicit StructuredOutputCache(uint64_t capacity_bytes) : lru_(capacity_bytes) {}
+  template <class T>
+  std::shared_ptr<const T> find(std::string_view key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto* hit = lru_.find(key);
+    return hit ? std::static_pointer_cast<const T>(*hit) : nullptr;
   }
-  void put(std::string key, V value) {
-    if (find(key) != nullptr) return;
-    order_.emplace_front(std::move(key), std::move(value));
-    index_.emplace(order_.front().first, order_.begin());
-    while (order_.size() > capacity_) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
-    }
+  void put(std::string key, std::shared_ptr<const void> value, uint64_t value_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lru_.put(std::move(key), std::move(value), value_bytes);
   }
-  size_t size() const { return order_.size(); }
+  uint64_t bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lru_.bytes();
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lru_.size();
+  }
+  // A new grammar's name in mask keys (an address could be reused by the next grammar).
+  uint64_t next_grammar_id() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return next_grammar_id_++;
+  }
 
  private:
-  size_t capacity_;
-  std::list<std::pair<std::string, V>> order_;
-  std::unordered_map<std::string, typename std::list<std::pair<std::string, V>>::iterator> index_;
+  mutable std::mutex mutex_;
+  ByteLruCache<std::shared_ptr<const void>> lru_;
+  uint64_t next_grammar_id_ = 0;
 };
 
 // One bit per vocabulary id: the tokens that keep the text inside the grammar.
 using TokenBits = std::vector<uint64_t>;
 
+// The part of a mask a truncated state's kept frames decide, and where the rest must look below
+// them (CompiledGrammar::allowed).
+struct SharedMask {
+  TokenBits certain;
+  std::vector<EscapeNode> escapes;
+};
+
 class CompiledGrammar {
  public:
-  static constexpr size_t kMaxCachedMasks = 2048;  // 32 KiB each at Gemma 4's vocabulary
   // Stacks are cut to their top frames for the shared part of a mask (GrammarMatcher::truncate):
   // three covers a JSON string's content, so every string in every context shares one walk.
   static constexpr size_t kKeptFrames = 3;
 
-  explicit CompiledGrammar(Grammar grammar) : grammar_(std::move(grammar)) {}
+  // Its masks go to `cache` (uncached once the cache is gone).
+  CompiledGrammar(Grammar grammar, const std::shared_ptr<StructuredOutputCache>& cache)
+      : grammar_(std::move(grammar)), cache_(cache), id_(cache->next_grammar_id()) {}
+  // Standalone (tests, tools): its masks in a cache of its own.
+  explicit CompiledGrammar(Grammar grammar)
+      : own_cache_(std::make_shared<StructuredOutputCache>(kDefaultStructuredCacheBytes)),
+        grammar_(std::move(grammar)),
+        cache_(own_cache_),
+        id_(own_cache_->next_grammar_id()) {}
   const Grammar& grammar() const { return grammar_; }
 
   // The tokens whose whole bytes `state` takes (not the stop tokens), from the cache or a walk
@@ -72,15 +97,13 @@ class CompiledGrammar {
   std::string_view token_bytes(const JsonTokenTrie& trie, int32_t id) const;
 
  private:
-  // The part of a mask the kept frames decide, and where the rest must look below them.
-  struct SharedMask {
-    TokenBits certain;
-    std::vector<EscapeNode> escapes;
-  };
+  // "M" (a whole mask) or "S" (a shared part), this grammar's id, then the state's key.
+  std::string mask_key(char kind, std::string_view state_key) const;
+
+  std::shared_ptr<StructuredOutputCache> own_cache_;  // standalone only
   Grammar grammar_;
-  mutable std::mutex mutex_;
-  mutable LruCache<std::shared_ptr<const TokenBits>> masks_{kMaxCachedMasks};
-  mutable LruCache<std::shared_ptr<const SharedMask>> shared_{kMaxCachedMasks};
+  std::weak_ptr<StructuredOutputCache> cache_;  // the cache holds grammars: no cycle
+  uint64_t id_;
 };
 
 // Compiles structured-output specs, caching the results. Kinds: "json" (a JSON Schema's text),
@@ -90,12 +113,14 @@ class CompiledGrammar {
 // for a spec it cannot compile or refuses (unsupported keyword, too large).
 class GrammarCompiler {
  public:
-  static constexpr size_t kMaxCachedGrammars = 32;
+  explicit GrammarCompiler(uint64_t cache_bytes = kDefaultStructuredCacheBytes)
+      : cache_(std::make_shared<StructuredOutputCache>(cache_bytes)) {}
   std::shared_ptr<const CompiledGrammar> compile(std::string_view kind, std::string_view spec);
+  // The grammars and masks cached, and the bytes they hold.
+  const StructuredOutputCache& cache() const { return *cache_; }
 
  private:
-  std::mutex mutex_;
-  LruCache<std::shared_ptr<const CompiledGrammar>> cache_{kMaxCachedGrammars};
+  std::shared_ptr<StructuredOutputCache> cache_;
 };
 
 // The grammar itself, uncached.

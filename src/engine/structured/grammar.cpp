@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "core/byte_lru_cache.h"
 #include "core/error.h"
 
 namespace gemmaserve::structured {
@@ -222,6 +223,20 @@ uint8_t Grammar::private_byte(int32_t token) {
   const auto byte = static_cast<uint8_t>(kFirstPrivateByte + n);
   private_tokens_.emplace_back(token, std::string(1, static_cast<char>(byte)));
   return byte;
+}
+
+uint64_t Grammar::memory_bytes() const {
+  uint64_t bytes = sizeof(Grammar) + heap_bytes(names_) + heap_bytes(rules_) +
+                   heap_bytes(byte_sets_) + heap_bytes(private_tokens_) + heap_bytes(elements_) +
+                   heap_bytes(starts_);
+  for (const std::string& name : names_) bytes += heap_bytes(name);
+  for (const auto& alternatives : rules_) {
+    bytes += heap_bytes(alternatives);
+    for (const Sequence& sequence : alternatives) bytes += heap_bytes(sequence);
+  }
+  for (const auto& [token, text] : private_tokens_) bytes += heap_bytes(text);
+  for (const auto& starts : starts_) bytes += heap_bytes(starts);
+  return bytes;
 }
 
 void Grammar::finish() {

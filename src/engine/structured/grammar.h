@@ -77,6 +77,8 @@ class Grammar {
   uint32_t root() const { return root_; }
   size_t rule_count() const { return names_.size(); }
   const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
+  // Heap bytes held (vector capacities, names, the object), for the cache's byte budget.
+  uint64_t memory_bytes() const;
 
  private:
   void charge(size_t symbols);

@@ -158,11 +158,12 @@ bool GrammarMatcher::feed(GrammarState* state, std::string_view text) {
 }
 
 void GrammarMatcher::reset_dfa_if_large() {
-  if (interned_.size() < kMaxInterned) return;
+  if (interned_.size() < kMaxInterned && dfa_bytes_ < kMaxDfaBytes) return;
   interned_.clear();
   ids_.clear();
   transitions_.clear();
   cut_of_.clear();
+  dfa_bytes_ = 0;
 }
 
 uint32_t GrammarMatcher::intern(const GrammarState& s) {
@@ -174,6 +175,9 @@ uint32_t GrammarMatcher::intern(const GrammarState& s) {
   for (size_t i = 0; i < s.words.size(); i += s.words[i] + 1) {
     if (s.words[i] == 1 && s.words[i + 1] >= kCutBase) cut.push_back(s.words[i + 1] - kCutBase);
   }
+  // The state twice (interned, and the key), its cut stacks, the hash node and vector slots.
+  dfa_bytes_ += 2 * s.key().size() + cut.capacity() * sizeof(uint32_t) + sizeof(GrammarState) +
+                sizeof(std::string) + sizeof(cut) + 64;
   cut_of_.push_back(std::move(cut));
   return it->second;
 }
@@ -182,6 +186,7 @@ uint32_t GrammarMatcher::step(uint32_t state, uint8_t byte) {
   if (!transitions_[state]) {
     transitions_[state] = std::make_unique<std::array<uint32_t, 256>>();
     transitions_[state]->fill(0);
+    dfa_bytes_ += sizeof(std::array<uint32_t, 256>);
   }
   const uint32_t known = (*transitions_[state])[byte];
   if (known != 0) return known == 1 ? kDead : known - 2;

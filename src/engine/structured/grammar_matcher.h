@@ -78,7 +78,9 @@ class GrammarMatcher {
   // Trie walks step a small DFA built as they go: states interned, transitions cached per byte
   // (a JSON string's content returns to one state after each character).
   static constexpr uint32_t kDead = UINT32_MAX;
-  static constexpr size_t kMaxInterned = 4096;  // then the DFA starts over at the next walk
+  // Past either, the DFA starts over at the next walk (a state can be 2 MiB: 1024 stacks).
+  static constexpr size_t kMaxInterned = 4096;
+  static constexpr size_t kMaxDfaBytes = size_t{64} << 20;
   uint32_t intern(const GrammarState& s);
   uint32_t step(uint32_t state, uint8_t byte);
   void reset_dfa_if_large();
@@ -101,6 +103,7 @@ class GrammarMatcher {
   // Per state: 0 unknown, 1 dead, else the next state + 2, for each byte (allocated on use).
   std::vector<std::unique_ptr<std::array<uint32_t, 256>>> transitions_;
   std::vector<std::vector<uint32_t>> cut_of_;  // per state: the cut stacks that ran out
+  size_t dfa_bytes_ = 0;                       // what interned_ ... cut_of_ hold, approximately
 };
 
 }  // namespace gemmaserve::structured

@@ -219,6 +219,18 @@ std::string ServerMetrics::render(std::span<const EngineStats> per_engine) const
          [](S st) { return st.encoder_seconds; });
   per_type("gemmaserve:kv_blocks_total", "KV cache blocks, per attention type.",
            [](S st) { return st.kv_blocks_total; });
+  family("gemmaserve:encoder_cache_bytes", "gauge",
+         "Bytes held by the encoded-image cache (bounded by --mm-processor-cache-gb).",
+         [](S st) { return static_cast<double>(st.encoder_cache_bytes); });
+  family("gemmaserve:encoder_cache_entries", "gauge", "Images in the encoded-image cache.",
+         [](S st) { return static_cast<double>(st.encoder_cache_entries); });
+  family("gemmaserve:structured_output_cache_bytes", "gauge",
+         "Bytes held by the compiled-grammar and token-mask cache (bounded by "
+         "--structured-outputs-cache-gb).",
+         [](S st) { return static_cast<double>(st.structured_output_cache_bytes); });
+  family("gemmaserve:structured_output_cache_entries", "gauge",
+         "Compiled grammars and token masks in the structured-output cache.",
+         [](S st) { return static_cast<double>(st.structured_output_cache_entries); });
   return out;
 }
 

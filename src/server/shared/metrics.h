@@ -1,6 +1,7 @@
 // Prometheus text for GET /metrics under vLLM's names (vllm/v1/metrics/loggers.py): engine gauges
 // and counters from Engine::stats(), latency histograms measured by the server, and gemmaserve's
-// own per-attention-type KV block gauges (tests check every block comes back).
+// own per-attention-type KV block gauges (tests check every block comes back) and the byte
+// sizes of the caches requests fill.
 #pragma once
 
 #include <cstdint>
