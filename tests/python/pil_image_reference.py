@@ -312,8 +312,8 @@ def target_size(height, width, patch_size, max_patches, pooling):
 
 
 def hf_preprocess(rgb, patch_size, pooling, max_soft_tokens, do_resize=True, resample=3,
-                  do_rescale=True, rescale_factor=1 / 255, do_normalize=False, image_mean=(0.0, 0.0, 0.0),
-                  image_std=(1.0, 1.0, 1.0)):
+                  do_rescale=True, rescale_factor=1 / 255, do_normalize=False,
+                  image_mean=(0.0, 0.0, 0.0), image_std=(1.0, 1.0, 1.0)):
     max_patches = max_soft_tokens * pooling ** 2
     image = np.transpose(rgb, (2, 0, 1))  # PIL backend: channels first
     height, width = image.shape[-2:]
