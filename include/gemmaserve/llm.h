@@ -54,8 +54,9 @@ struct EngineArgs {
   std::string cpu_matmul_precision = "f32";
   // Images (vLLM's names). Most items per prompt by modality, {"image": N}; no entry = no limit.
   std::map<std::string, int> limit_mm_per_prompt;
-  // Default processor settings for images, {"max_soft_tokens": 70|140|280|560|1120} (280 when
-  // absent); a request's own mm_processor_kwargs win. null = none.
+  // Default processor settings for images, {"max_soft_tokens": 70|140|280|560|1120} (absent:
+  // the checkpoint's processor config, else 280); a request's own mm_processor_kwargs win.
+  // null = none.
   nlohmann::json mm_processor_kwargs;
   // Encoded-image cache (soft tokens by content hash, least recently used out); 0 disables.
   double mm_processor_cache_gb = 4;

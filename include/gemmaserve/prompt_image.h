@@ -10,9 +10,11 @@
 namespace gemmaserve {
 
 struct PromptImage {
-  image::RgbImage rgb;  // what image::decode_image gives (Pillow's convert("RGB") pixels)
+  // What image::decode_image gives (vLLM's media loader: RGBA composited on white); for a
+  // decoded RGBA picture, vLLM's offline path drops the alpha (HF's convert("RGB")).
+  image::RgbImage rgb;
   // The request's mm_processor_kwargs max_soft_tokens, one of {70, 140, 280, 560, 1120};
-  // nullopt: the engine's (--mm-processor-kwargs, else 280).
+  // nullopt: the engine's (--mm-processor-kwargs, else the checkpoint's, else 280).
   std::optional<int> max_soft_tokens;
 };
 

@@ -34,19 +34,21 @@ _IGNORED_DEFAULTS: Dict[str, Any] = {
 _EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str]]
 
 
-def _pil_rgb(image: Any) -> Tuple[int, int, bytes]:
-    """A PIL image's RGB pixels as Hugging Face's convert_to_rgb gives them (transparent pixels
-    composited on white, as the server's decoder does)."""
+def _pil_rgb(image: Any, do_convert_rgb: bool) -> Tuple[int, int, bytes]:
+    """A PIL image's RGB pixels as Hugging Face's processor makes them, which is where vLLM
+    sends a decoded picture: convert("RGB") (alpha dropped, not composited) under the
+    checkpoint's do_convert_rgb; without it only RGB pictures fit Gemma 4's 3 channels."""
     if image.mode != "RGB":
-        from PIL import Image  # only reached with a PIL image, so PIL is there
-        rgba = image.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        image = Image.alpha_composite(white, rgba).convert("RGB")
+        if not do_convert_rgb:
+            raise ValueError(f"a PIL image of mode {image.mode!r} needs converting to RGB, and "
+                             f"the checkpoint's image processor has do_convert_rgb false")
+        image = image.convert("RGB")
     return (image.width, image.height, image.tobytes())
 
 
-def _engine_images(index: int, data: Any) -> List[Any]:
-    """multi_modal_data's images for the extension: encoded bytes or (width, height, RGB)."""
+def _engine_images(index: int, data: Any, do_convert_rgb: bool) -> List[Any]:
+    """multi_modal_data's images for the extension: encoded bytes (decoded as the server
+    decodes, RGBA on white as vLLM's media loader) or (width, height, RGB) of a PIL image."""
     if not data:
         return []
     if not isinstance(data, dict) or set(data) - {"image"}:
@@ -62,7 +64,7 @@ def _engine_images(index: int, data: Any) -> List[Any]:
         elif isinstance(image, (str, os.PathLike)):
             out.append(Path(image).read_bytes())
         elif hasattr(image, "convert") and hasattr(image, "tobytes") and hasattr(image, "mode"):
-            out.append(_pil_rgb(image))
+            out.append(_pil_rgb(image, do_convert_rgb))
         else:
             raise ValueError(f"prompt {index}: an image must be a PIL image, encoded image bytes "
                              f"or a file path, got {type(image).__name__}")
@@ -92,7 +94,8 @@ class LLM:
             of ``gemmaserve serve`` under their vLLM names.
         limit_mm_per_prompt: Most images per prompt, ``{"image": N}`` (None: no limit).
         mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
-            560 or 1120); a prompt's own ``mm_processor_kwargs`` win.
+            560 or 1120; None: the checkpoint's processor config, else 280); a prompt's own
+            ``mm_processor_kwargs`` win.
         mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
         structured_outputs_cache_gb: Cache of compiled grammars and token masks in GiB (1; 0
             disables).
@@ -231,7 +234,9 @@ class LLM:
                 a mix. A flat list of ints is one token-id prompt. A dict may carry
                 ``"multi_modal_data": {"image": image or [images]}`` (a PIL image, encoded
                 PNG/JPEG/WebP/GIF bytes or a path), one per bare ``<|image|>`` of the prompt, in
-                order, and ``"mm_processor_kwargs": {"max_soft_tokens": N}``.
+                order, and ``"mm_processor_kwargs": {"max_soft_tokens": N}``. As in vLLM, a PIL
+                image goes through Hugging Face's ``convert("RGB")`` (alpha dropped); bytes and
+                paths are decoded as the server decodes (RGBA composited on white).
             sampling_params: One SamplingParams for every prompt or one per prompt; None uses
                 ``get_default_sampling_params()``.
             use_tqdm: Show vLLM's "Processed prompts" bar (or pass a tqdm-like callable).
@@ -260,7 +265,8 @@ class LLM:
             if not isinstance(p, dict):
                 raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
                                  f"'prompt_token_ids', got {type(p).__name__}")
-            images = _engine_images(i, p.get("multi_modal_data"))
+            images = _engine_images(i, p.get("multi_modal_data"),
+                                    self._engine.image_processor()["do_convert_rgb"])
             kwargs = p.get("mm_processor_kwargs")
             kwargs_json = json.dumps(kwargs) if kwargs is not None else None
             if "prompt_token_ids" in p:

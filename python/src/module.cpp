@@ -234,6 +234,23 @@ class PyLLM {
     return s.num_running + s.num_waiting;
   }
   uint64_t num_steps() const { return llm_->num_steps(); }
+  // The image processor in effect (the checkpoint's config + mm_processor_kwargs), by HF's names.
+  py::dict image_processor() const {
+    const Gemma4ImageProcessorOptions& o = llm_->engine().image_processor();
+    py::dict d;
+    d["patch_size"] = o.patch_size;
+    d["pooling_kernel_size"] = o.pooling_kernel_size;
+    d["max_soft_tokens"] = o.max_soft_tokens;
+    d["do_resize"] = o.do_resize;
+    d["resample"] = o.resample;
+    d["do_rescale"] = o.do_rescale;
+    d["rescale_factor"] = o.rescale_factor;
+    d["do_normalize"] = o.do_normalize;
+    d["image_mean"] = std::vector<double>(o.image_mean.begin(), o.image_mean.end());
+    d["image_std"] = std::vector<double>(o.image_std.begin(), o.image_std.end());
+    d["do_convert_rgb"] = o.do_convert_rgb;
+    return d;
+  }
 
  private:
   // Progress and Ctrl+C: both run on the calling thread with the GIL taken back for the call. A
@@ -356,7 +373,8 @@ PYBIND11_MODULE(_gemmaserve, m) {
       .def("default_sampling_params", &PyLLM::default_sampling_params)
       .def("model_type", &PyLLM::model_type)
       .def("num_unfinished_requests", &PyLLM::num_unfinished_requests)
-      .def("num_steps", &PyLLM::num_steps);
+      .def("num_steps", &PyLLM::num_steps)
+      .def("image_processor", &PyLLM::image_processor);
 
   m.def("validate_sampling_params", &gemmaserve::python::validate_sampling_params,
         py::arg("params"), "Raises ValueError for a field out of range (vLLM's messages).");

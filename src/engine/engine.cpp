@@ -22,6 +22,7 @@
 #include "kernels/cpu/line_prefetch.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
+#include "model/gemma4_processor_config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
@@ -119,8 +120,6 @@ Engine::Engine(const EngineArgs& args)
   if (const char* v = std::getenv("GEMMASERVE_PREFETCH_AHEAD"); v != nullptr && *v != '\0') {
     cpu::parse_once_prefetch_distance(v);
   }
-  default_max_soft_tokens_ =
-      parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs").value_or(280);
   bool pin = bind != "none";
   std::shared_ptr<Communicator> communicator = join_tensor_parallel_ranks(args_, &pin);
   // Data-parallel replicas pin side by side (replica r from CPU r x threads); unpinned when
@@ -163,6 +162,12 @@ Engine::Engine(const EngineArgs& args)
       load_options);
   if (quant_bar) quant_bar->finish();
   if (bar) bar->finish();
+  if (weights.config.vision) {
+    image_processor_ = load_gemma4_image_processor_config(dir, *weights.config.vision);
+  }
+  image_processor_.max_soft_tokens =
+      parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs")
+          .value_or(image_processor_.max_soft_tokens);
 
   const fs::path tok_path = args_.tokenizer.empty() ? dir : fs::path(args_.tokenizer);
   if (!args_.tokenizer.empty() || fs::exists(dir / "tokenizer.json")) {

@@ -46,6 +46,7 @@
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 #include "model/config.h"
+#include "model/gemma4_image_processor.h"
 
 namespace gemmaserve {
 
@@ -172,8 +173,12 @@ class Engine {
                                            std::span<const PromptImage> images) const;
   // Soft tokens `image` becomes at its budget (its max_soft_tokens, else the engine's).
   int image_soft_tokens(const PromptImage& image) const;
-  // The budget of images that bring none: --mm-processor-kwargs max_soft_tokens, else 280.
-  int default_max_soft_tokens() const { return default_max_soft_tokens_; }
+  // The budget of images that bring none: --mm-processor-kwargs max_soft_tokens, else the
+  // checkpoint's processor config, else 280.
+  int default_max_soft_tokens() const { return image_processor_.max_soft_tokens; }
+  // The image processor in effect (checkpoint's config + --mm-processor-kwargs) at the default
+  // budget; an image's own budget replaces max_soft_tokens.
+  const Gemma4ImageProcessorOptions& image_processor() const { return image_processor_; }
   bool has_vision() const;
   // Stop ids unless ignore_eos: tokenizer eos + every checkpoint eos_token_id (config.json,
   // generation_config.json, the --generation-config folder and its override).
@@ -252,7 +257,7 @@ class Engine {
   GenerationDefaults generation_;
   std::vector<int32_t> eos_ids_;
   int max_model_len_ = 0;
-  int default_max_soft_tokens_ = 280;
+  Gemma4ImageProcessorOptions image_processor_;  // set at load (vision checkpoints)
   KvCachePlan plan_;
   std::unique_ptr<KvCache> cache_;  // written by the engine thread only (inside forward)
   EncoderCache encoder_cache_;      // engine thread only

@@ -43,9 +43,10 @@ void Engine::run_encoder(StepPlan* plan) {
     }
     if (!image.job) {
       const image::RgbImage& rgb = image.image.rgb;
-      const Gemma4ImagePatches patches = gemma4_preprocess_image(
-          rgb.pixels, rgb.width, rgb.height,
-          gemma4_processor_options(*model_->config().vision, image.max_soft_tokens));
+      Gemma4ImageProcessorOptions options = image_processor_;
+      options.max_soft_tokens = image.max_soft_tokens;
+      const Gemma4ImagePatches patches =
+          gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
       std::unique_ptr<VisionEncodeJob> job =
           model_->begin_image_encode({patches.pixel_values, patches.position_ids});
       image.job = std::unique_ptr<VisionEncodeJob, RequestImage::JobRelease>(

@@ -67,10 +67,11 @@ int Engine::image_soft_tokens(const PromptImage& image) const {
     throw InputError("This model does not accept image input: " + args_.model +
                      " has no vision encoder.");
   }
-  const int budget = image.max_soft_tokens.value_or(default_max_soft_tokens_);
-  validate_gemma4_max_soft_tokens(budget);
-  return gemma4_image_soft_tokens(*model_->config().vision, image.rgb.width, image.rgb.height,
-                                  budget);
+  Gemma4ImageProcessorOptions options = image_processor_;
+  options.max_soft_tokens = image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
+  validate_gemma4_max_soft_tokens(options.max_soft_tokens);
+  return gemma4_image_soft_tokens(options, model_->config().vision->position_embedding_size,
+                                  image.rgb.width, image.rgb.height);
 }
 
 ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
@@ -102,7 +103,7 @@ std::vector<Engine::RequestImage> Engine::prepare_prompt(EngineRequest& r) const
   for (size_t i = 0; i < images.size(); ++i) {
     RequestImage& image = images[i];
     image.image = std::move(r.images[i]);
-    image.max_soft_tokens = image.image.max_soft_tokens.value_or(default_max_soft_tokens_);
+    image.max_soft_tokens = image.image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
     image.hash = image_content_hash(image.image.rgb, image.max_soft_tokens);
     image.where = expanded.placeholders[i];
   }

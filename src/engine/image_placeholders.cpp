@@ -55,28 +55,17 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
   return out;
 }
 
-Gemma4ImageProcessorOptions gemma4_processor_options(const VisionConfig& vision,
-                                                     int max_soft_tokens) {
-  Gemma4ImageProcessorOptions o;
-  o.patch_size = vision.patch_size;
-  o.pooling_kernel_size = vision.pooling_kernel_size;
-  o.max_soft_tokens = max_soft_tokens;
-  return o;
-}
-
-int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
-                             int max_soft_tokens) {
-  const Gemma4ImageProcessorOptions o = gemma4_processor_options(vision, max_soft_tokens);
+int gemma4_image_soft_tokens(const Gemma4ImageProcessorOptions& o, int position_embedding_size,
+                             int width, int height) {
   const Gemma4ResizeTarget t = gemma4_resize_target(height, width, o);
   const int rows = t.height / o.patch_size;
   const int columns = t.width / o.patch_size;
-  if (std::max(rows, columns) > vision.position_embedding_size) {
+  if (std::max(rows, columns) > position_embedding_size) {
     throw InputError("a " + std::to_string(width) + "x" + std::to_string(height) +
-                     " image at max_soft_tokens " + std::to_string(max_soft_tokens) + " is " +
+                     " image at max_soft_tokens " + std::to_string(o.max_soft_tokens) + " is " +
                      std::to_string(columns) + "x" + std::to_string(rows) +
                      " patches, more per side than the vision tower's position table holds (" +
-                     std::to_string(vision.position_embedding_size) +
-                     "); use a smaller max_soft_tokens");
+                     std::to_string(position_embedding_size) + "); use a smaller max_soft_tokens");
   }
   const int64_t patches = int64_t{rows} * columns;
   return static_cast<int>(patches / (int64_t{o.pooling_kernel_size} * o.pooling_kernel_size));

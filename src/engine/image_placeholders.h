@@ -47,15 +47,11 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
 
 struct Gemma4ImageProcessorOptions;  // model/gemma4_image_processor.h
 
-// The image processor's settings for this vision tower at `max_soft_tokens`.
-Gemma4ImageProcessorOptions gemma4_processor_options(const VisionConfig& vision,
-                                                     int max_soft_tokens);
-
-// Soft tokens of a width x height image at `max_soft_tokens` (HF's _get_num_multimodal_tokens:
-// resize target / patch, / pooling²). InputError where HF's resize raises, or when the patch
+// Soft tokens of a width x height image under `options` (HF's _get_num_multimodal_tokens:
+// resize target / patch, / pooling²). InputError where HF's processor raises, or when the patch
 // grid has more patches per side than the tower's position table (position_embedding_size).
-int gemma4_image_soft_tokens(const VisionConfig& vision, int width, int height,
-                             int max_soft_tokens);
+int gemma4_image_soft_tokens(const Gemma4ImageProcessorOptions& options,
+                             int position_embedding_size, int width, int height);
 
 // max_soft_tokens of an mm_processor_kwargs object (null or {} -> nullopt). InputError, naming
 // `where` ("--mm-processor-kwargs", "mm_processor_kwargs"), for a non-object, an unknown key or

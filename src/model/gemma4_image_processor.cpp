@@ -20,6 +20,47 @@ void check_options(const Gemma4ImageProcessorOptions& o) {
         "image processor: patch_size, pooling_kernel_size and max_soft_tokens must "
         "be positive");
   }
+  if (o.resample < 1 || o.resample > 5) {
+    throw InputError("image processor: resample " + std::to_string(o.resample) +
+                     " is not implemented (Pillow's filters 1 to 5: LANCZOS, BILINEAR, BICUBIC, "
+                     "BOX, HAMMING)");
+  }
+}
+
+// do_resize false: Hugging Face patchifies the image as it is; sizes its reshape and the
+// vision pooler cannot take fail there, so they are refused here.
+Gemma4ResizeTarget unresized_target(int height, int width, const Gemma4ImageProcessorOptions& o) {
+  const std::int64_t side = std::int64_t{o.patch_size} * o.pooling_kernel_size;
+  const std::int64_t max_patches =
+      std::int64_t{o.max_soft_tokens} * o.pooling_kernel_size * o.pooling_kernel_size;
+  const std::int64_t patches = (std::int64_t{height} / o.patch_size) * (width / o.patch_size);
+  if (height % side != 0 || width % side != 0 || patches > max_patches) {
+    throw InputError("the image processor's do_resize is false, so a " + std::to_string(width) +
+                     "x" + std::to_string(height) +
+                     " image is patchified as it is: its sides must be multiples of "
+                     "patch_size x pooling_kernel_size = " +
+                     std::to_string(side) + " and it must hold at most " +
+                     std::to_string(max_patches) + " patches (max_soft_tokens " +
+                     std::to_string(o.max_soft_tokens) + ")");
+  }
+  return {height, width};
+}
+
+// The patch value of 8-bit level v in channel c: rescale (float64 product, rounded to float32),
+// then normalize in float32, as the PIL backend's rescale() and normalize() compute it.
+std::array<std::array<float, 256>, 3> pixel_value_table(const Gemma4ImageProcessorOptions& o) {
+  std::array<std::array<float, 256>, 3> table;
+  for (int c = 0; c < 3; ++c) {
+    const float mean = static_cast<float>(o.image_mean[c]);
+    const float std_dev = static_cast<float>(o.image_std[c]);
+    for (int v = 0; v < 256; ++v) {
+      float x = o.do_rescale ? static_cast<float>(static_cast<double>(v) * o.rescale_factor)
+                             : static_cast<float>(v);
+      if (o.do_normalize) x = (x - mean) / std_dev;
+      table[c][v] = x;
+    }
+  }
+  return table;
 }
 
 }  // namespace
@@ -39,6 +80,7 @@ Gemma4ResizeTarget gemma4_resize_target(int height, int width,
     throw InputError("image processor: the image has no pixels (" + std::to_string(width) + "x" +
                      std::to_string(height) + ")");
   }
+  if (!options.do_resize) return unresized_target(height, width, options);
   const std::int64_t max_patches = std::int64_t{options.max_soft_tokens} *
                                    options.pooling_kernel_size * options.pooling_kernel_size;
   const std::int64_t total_px = std::int64_t{height} * width;
@@ -83,7 +125,8 @@ Gemma4ImagePatches gemma4_preprocess_image(std::span<const std::uint8_t> rgb, in
                                            const Gemma4ImageProcessorOptions& options) {
   const Gemma4ResizeTarget target = gemma4_resize_target(height, width, options);
   const std::vector<std::uint8_t> resized =
-      image::pillow_resize_bicubic(rgb, width, height, target.width, target.height);
+      image::pillow_resize(rgb, width, height, target.width, target.height,
+                           static_cast<image::PillowFilter>(options.resample));
 
   const int p = options.patch_size;
   Gemma4ImagePatches out;
@@ -99,9 +142,7 @@ Gemma4ImagePatches gemma4_preprocess_image(std::span<const std::uint8_t> rgb, in
   out.pixel_values.assign(std::size_t(out.max_patches) * out.patch_dim, 0.0f);
   out.position_ids.assign(std::size_t(out.max_patches) * 2, -1);
 
-  // rescale(): float32(float64(v) * (1/255)).
-  std::array<float, 256> unit;
-  for (int v = 0; v < 256; ++v) unit[v] = static_cast<float>(static_cast<double>(v) * (1.0 / 255));
+  const std::array<std::array<float, 256>, 3> value = pixel_value_table(options);
 
   for (int py = 0; py < grid_h; ++py) {
     for (int px = 0; px < grid_w; ++px) {
@@ -110,7 +151,7 @@ Gemma4ImagePatches gemma4_preprocess_image(std::span<const std::uint8_t> rgb, in
       for (int r = 0; r < p; ++r) {
         const std::uint8_t* row =
             &resized[(std::size_t(py) * p + r) * target.width * 3 + std::size_t(px) * p * 3];
-        for (int i = 0; i < p * 3; ++i) *dst++ = unit[row[i]];
+        for (int i = 0; i < p * 3; ++i) *dst++ = value[i % 3][row[i]];
       }
       out.position_ids[patch * 2 + 0] = px;
       out.position_ids[patch * 2 + 1] = py;

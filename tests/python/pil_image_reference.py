@@ -311,15 +311,26 @@ def target_size(height, width, patch_size, max_patches, pooling):
     return th, tw
 
 
-def hf_preprocess(rgb, patch_size, pooling, max_soft_tokens):
+def hf_preprocess(rgb, patch_size, pooling, max_soft_tokens, do_resize=True, resample=3,
+                  do_rescale=True, rescale_factor=1 / 255, do_normalize=False,
+                  image_mean=(0.0, 0.0, 0.0), image_std=(1.0, 1.0, 1.0)):
     max_patches = max_soft_tokens * pooling ** 2
     image = np.transpose(rgb, (2, 0, 1))  # PIL backend: channels first
     height, width = image.shape[-2:]
-    th, tw = target_size(height, width, patch_size, max_patches, pooling)
+    th, tw = (height, width)
+    if do_resize:
+        th, tw = target_size(height, width, patch_size, max_patches, pooling)
     if (th, tw) != (height, width):
-        resized = Image.fromarray(rgb, "RGB").resize((tw, th), resample=Image.BICUBIC)
+        resized = Image.fromarray(rgb, "RGB").resize((tw, th), resample=resample)
         image = np.transpose(np.array(resized), (2, 0, 1))
-    image = (image.astype(np.float64) * (1 / 255)).astype(np.float32)
+    if do_rescale:  # image_transforms.rescale
+        image = (image.astype(np.float64) * rescale_factor).astype(np.float32)
+    if do_normalize:  # image_transforms.normalize, channels first
+        if not np.issubdtype(image.dtype, np.floating):
+            image = image.astype(np.float32)
+        mean = np.array(image_mean, dtype=image.dtype)
+        std = np.array(image_std, dtype=image.dtype)
+        image = ((image.T - mean) / std).T
     c, h, w = image.shape
     hp, wp = h // patch_size, w // patch_size
     patches = image.reshape(c, hp, patch_size, wp, patch_size).transpose(1, 3, 2, 4, 0)
@@ -339,17 +350,35 @@ PREPROCESS_CASES = [
     (768, 768, 280, 16, 3), (1200, 90, 1120, 16, 3), (24, 32, 16, 4, 2), (32, 32, 16, 4, 2),
 ]
 
+# Checkpoint processor configs that differ from Gemma 4's defaults, with the case they run on.
+CONFIG_CASES = [
+    ((37, 23, 140, 16, 3), {"rescale_factor": 1 / 127.5, "do_normalize": True,
+                            "image_mean": [0.5, 0.25, 0.125], "image_std": [0.5, 0.3, 0.7]}),
+    ((24, 40, 70, 4, 2), {"do_rescale": False, "do_normalize": True,
+                          "image_mean": [100.0, 127.5, 3.0], "image_std": [58.4, 57.1, 57.4]}),
+    ((24, 40, 70, 4, 2), {"do_rescale": False}),
+    ((48, 32, 70, 4, 2), {"do_resize": False, "rescale_factor": 0.0078125}),
+    ((37, 23, 140, 16, 3), {"resample": 1}), ((300, 200, 70, 16, 3), {"resample": 1}),
+    ((37, 23, 140, 16, 3), {"resample": 2}), ((300, 200, 70, 16, 3), {"resample": 2}),
+    ((37, 23, 140, 16, 3), {"resample": 4}), ((300, 200, 70, 16, 3), {"resample": 4}),
+    ((37, 23, 140, 16, 3), {"resample": 5}), ((300, 200, 70, 16, 3), {"resample": 5}),
+    ((672, 480, 560, 16, 3), {"do_resize": False, "do_normalize": True,
+                              "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                              "image_std": [0.26862954, 0.26130258, 0.27577711]}),
+]
+
 
 def cmd_preprocess(out_dir):
     rng = np.random.default_rng(3)
     cases = []
-    for i, (w, h, budget, patch, pool) in enumerate(PREPROCESS_CASES):
+    all_cases = [(c, {}) for c in PREPROCESS_CASES] + CONFIG_CASES
+    for i, ((w, h, budget, patch, pool), config) in enumerate(all_cases):
         rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        th, tw, values, positions, tokens = hf_preprocess(rgb, patch, pool, budget)
+        th, tw, values, positions, tokens = hf_preprocess(rgb, patch, pool, budget, **config)
         cases.append({"width": w, "height": h, "max_soft_tokens": budget, "patch_size": patch,
-                      "pooling_kernel_size": pool, "resized_width": tw, "resized_height": th,
-                      "num_soft_tokens": tokens, "max_patches": values.shape[0],
-                      "patch_dim": values.shape[1],
+                      "pooling_kernel_size": pool, "config": config, "resized_width": tw,
+                      "resized_height": th, "num_soft_tokens": tokens,
+                      "max_patches": values.shape[0], "patch_dim": values.shape[1],
                       "src": save_raw(out_dir, f"pre{i}.src.rgb", rgb),
                       "pixel_values": save_raw(out_dir, f"pre{i}.f32", values.astype("<f4")),
                       "position_ids": save_raw(out_dir, f"pre{i}.i32", positions.astype("<i4"))})

@@ -5,6 +5,7 @@ images per prompt, a prompt's own mm_processor_kwargs, the image limit and bad i
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -62,14 +63,43 @@ def test_two_images_and_a_prompt_budget(vision: LLM) -> None:
     assert len(bigger.prompt_token_ids) == len(PROMPT) - 1 + (1 + 135 + 1)
 
 
-def test_rgba_pil_image_is_composited_on_white_as_the_decoder_does(vision: LLM, tmp_path) -> None:
+def test_rgba_pil_image_drops_alpha_and_a_file_is_composited_on_white(vision: LLM,
+                                                                       tmp_path) -> None:
+    # vLLM: a decoded picture goes to Hugging Face's processor, whose convert("RGB") drops the
+    # alpha; an image file goes through vLLM's media loader, which pastes it on white.
     rgba = PIL.new("RGBA", (12, 12), (200, 30, 60, 0))
     rgba.putpixel((3, 3), (10, 200, 10, 128))
     path = tmp_path / "rgba.png"
     rgba.save(path)
-    outs = vision.generate([{"prompt_token_ids": PROMPT, "multi_modal_data": {"image": f}}
-                            for f in (rgba, path)], GREEDY, use_tqdm=False)
-    assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids
+    on_white = PIL.new("RGB", rgba.size, (255, 255, 255))
+    on_white.paste(rgba, mask=rgba.getchannel("A"))
+    forms = (rgba, rgba.convert("RGB"), path, on_white)
+    sp = SamplingParams(temperature=0, ignore_eos=True, max_tokens=6, logprobs=0)
+    outs = [o.outputs[0] for o in vision.generate(
+        [{"prompt_token_ids": PROMPT, "multi_modal_data": {"image": f}} for f in forms], sp,
+        use_tqdm=False)]
+    assert outs[0].token_ids == outs[1].token_ids
+    assert outs[0].cumulative_logprob == outs[1].cumulative_logprob
+    assert outs[2].token_ids == outs[3].token_ids
+    assert outs[2].cumulative_logprob == outs[3].cumulative_logprob
+    assert outs[0].cumulative_logprob != outs[2].cumulative_logprob
+
+
+def test_a_checkpoints_processor_config_sets_the_budget_and_do_convert_rgb(tmp_path) -> None:
+    model = tmp_path / "vision"
+    shutil.copytree(golden_model("vision"), model)
+    (model / "processor_config.json").write_text(json.dumps({"image_processor": {
+        "max_soft_tokens": 140, "do_convert_rgb": False}, "image_seq_length": 140}))
+    llm = LLM(str(model), **SMALL_ENGINE)
+    assert llm._engine.image_processor()["max_soft_tokens"] == 140
+    out = llm.generate({"prompt_token_ids": PROMPT, "multi_modal_data": {"image": NOISE}}, GREEDY,
+                       use_tqdm=False)[0]
+    assert len(out.prompt_token_ids) == len(PROMPT) - 1 + (1 + 135 + 1)
+    with pytest.raises(ValueError, match="a PIL image of mode 'RGBA' needs converting to RGB, and "
+                                         "the checkpoint's image processor has do_convert_rgb "
+                                         "false"):
+        llm.generate({"prompt_token_ids": PROMPT, "multi_modal_data": {
+            "image": PIL.new("RGBA", (8, 8))}}, GREEDY, use_tqdm=False)
 
 
 def test_image_errors(vision: LLM) -> None:

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -86,6 +88,19 @@ TEST(ChatImages, LoadsAndDecodesOrReportsTheDecoder) {
     EXPECT_EQ(e.param().value_or(""), "messages");
     EXPECT_EQ(std::string(e.what()).rfind("invalid PNG image: ", 0), 0u) << e.what();
   }
+}
+
+// The server's path is vLLM's media loader (ImageMediaIO: RGBA pasted on white with its alpha),
+// not Hugging Face's convert("RGB"), which the offline API's decoded pictures get.
+TEST(ChatImages, RgbaImageIsCompositedOnWhiteAsVllmsMediaLoader) {
+  media::MediaConnector media;
+  // A 2x1 RGBA PNG: (200, 30, 60) fully transparent, then (10, 200, 10) opaque.
+  const std::string png =
+      "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0In+KAAAAEUlEQVR4nGM4IWfDwHWC"
+      "6z8ADBYC/jId5+gAAAAASUVORK5CYII=";
+  const auto images = load_chat_images(media, {png});
+  ASSERT_EQ(images.size(), 1u);
+  EXPECT_EQ(images[0].pixels, (std::vector<std::uint8_t>{255, 255, 255, 10, 200, 10}));
 }
 
 }  // namespace

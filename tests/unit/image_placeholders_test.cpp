@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "model/gemma4_image_processor.h"
 #include "test_support.h"
 
 namespace gemmaserve {
@@ -60,14 +61,18 @@ TEST(ImagePlaceholders, AlreadyExpandedPromptIsRejected) {
 }
 
 TEST(ImagePlaceholders, SoftTokensFollowTheResizeRule) {
-  VisionConfig v;  // patch 16, pooling 3: the released checkpoints
-  EXPECT_EQ(gemma4_image_soft_tokens(v, 896, 896, 280), 256);
-  EXPECT_EQ(gemma4_image_soft_tokens(v, 896, 896, 70), 64);
-  EXPECT_EQ(gemma4_image_soft_tokens(v, 896, 896, 1120), 1089);
-  VisionConfig tiny;
-  tiny.patch_size = 4;
-  tiny.pooling_kernel_size = 2;
-  EXPECT_EQ(gemma4_image_soft_tokens(tiny, 16, 16, 70), 64);
+  const auto tokens = [](int patch, int pooling, int budget, int width, int height) {
+    Gemma4ImageProcessorOptions o;
+    o.patch_size = patch;
+    o.pooling_kernel_size = pooling;
+    o.max_soft_tokens = budget;
+    return gemma4_image_soft_tokens(o, 10240, width, height);
+  };
+  // patch 16, pooling 3: the released checkpoints
+  EXPECT_EQ(tokens(16, 3, 280, 896, 896), 256);
+  EXPECT_EQ(tokens(16, 3, 70, 896, 896), 64);
+  EXPECT_EQ(tokens(16, 3, 1120, 896, 896), 1089);
+  EXPECT_EQ(tokens(4, 2, 70, 16, 16), 64);
 }
 
 TEST(MmProcessorKwargs, ReadsMaxSoftTokens) {

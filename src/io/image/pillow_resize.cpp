@@ -3,6 +3,7 @@
 #include "io/image/pillow_resize.h"
 
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 #include <string>
 
@@ -11,7 +12,21 @@ namespace {
 
 // 8 bits for the result, 2 for the overshoot of the negative lobes, the rest for the fraction.
 constexpr int kPrecisionBits = 32 - 8 - 2;
-constexpr double kSupport = 2.0;
+
+double box(double x) { return x > -0.5 && x <= 0.5 ? 1.0 : 0.0; }
+
+double bilinear(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double hamming(double x) {
+  if (x < 0.0) x = -x;
+  if (x == 0.0) return 1.0;
+  if (x >= 1.0) return 0.0;
+  x = x * std::numbers::pi;
+  return std::sin(x) / x * (0.54 + 0.46 * std::cos(x));
+}
 
 double bicubic(double x) {
   constexpr double a = -0.5;
@@ -21,6 +36,35 @@ double bicubic(double x) {
   return 0.0;
 }
 
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x = x * std::numbers::pi;
+  return std::sin(x) / x;
+}
+
+double lanczos(double x) { return -3.0 <= x && x < 3.0 ? sinc(x) * sinc(x / 3) : 0.0; }
+
+struct Filter {
+  double (*weight)(double);
+  double support;
+};
+
+Filter filter_of(PillowFilter f) {
+  switch (f) {
+    case PillowFilter::kBox:
+      return {box, 0.5};
+    case PillowFilter::kBilinear:
+      return {bilinear, 1.0};
+    case PillowFilter::kHamming:
+      return {hamming, 1.0};
+    case PillowFilter::kBicubic:
+      return {bicubic, 2.0};
+    case PillowFilter::kLanczos:
+      return {lanczos, 3.0};
+  }
+  throw std::invalid_argument("pillow_resize: unknown filter");
+}
+
 // One output sample's taps: source index `first`, `count` fixed-point weights from `weights`.
 struct Taps {
   int ksize = 0;
@@ -28,11 +72,11 @@ struct Taps {
   std::vector<std::int32_t> weights;  // out_size x ksize
 };
 
-Taps precompute(int in_size, int out_size) {
+Taps precompute(int in_size, int out_size, const Filter& filter) {
   const float in0 = 0.0f, in1 = static_cast<float>(in_size);
   const double scale = static_cast<double>(in1 - in0) / out_size;
   const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = kSupport * filterscale;
+  const double support = filter.support * filterscale;
   Taps taps;
   taps.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   taps.first.resize(out_size);
@@ -49,7 +93,7 @@ Taps precompute(int in_size, int out_size) {
     xmax -= xmin;
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
-      const double w = bicubic((x + xmin - center + 0.5) * ss);
+      const double w = filter.weight((x + xmin - center + 0.5) * ss);
       k[x] = w;
       ww += w;
     }
@@ -72,17 +116,18 @@ std::uint8_t clip8(std::int32_t sum) {
 
 }  // namespace
 
-std::vector<std::uint8_t> pillow_resize_bicubic(std::span<const std::uint8_t> rgb, int width,
-                                                int height, int out_width, int out_height) {
+std::vector<std::uint8_t> pillow_resize(std::span<const std::uint8_t> rgb, int width, int height,
+                                        int out_width, int out_height, PillowFilter filter) {
   if (width <= 0 || height <= 0 || out_width <= 0 || out_height <= 0 ||
       rgb.size() != std::size_t(width) * height * 3) {
-    throw std::invalid_argument("pillow_resize_bicubic: bad sizes " + std::to_string(width) + "x" +
+    throw std::invalid_argument("pillow_resize: bad sizes " + std::to_string(width) + "x" +
                                 std::to_string(height) + " -> " + std::to_string(out_width) + "x" +
                                 std::to_string(out_height));
   }
   if (width == out_width && height == out_height) return {rgb.begin(), rgb.end()};
-  const Taps horiz = precompute(width, out_width);
-  Taps vert = precompute(height, out_height);
+  const Filter f = filter_of(filter);
+  const Taps horiz = precompute(width, out_width, f);
+  Taps vert = precompute(height, out_height, f);
   constexpr std::int32_t kHalf = 1 << (kPrecisionBits - 1);
 
   // Horizontal pass over the source rows the vertical pass will read.
