@@ -57,10 +57,11 @@ if got != (code, etype, message):
 EOF
 }
 
+NORMAL='{"prompt": "hi", "max_tokens": 3, "temperature": 0, "ignore_eos": true}'
 # still_serving: /health 200 and a normal completion answers.
 still_serving() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' "$BASE_URL/health")" = 200 ] &&
-    [ "$(post '{"prompt": "hi", "max_tokens": 3}' "$TMP/normal.json")" = 200 ] &&
+    [ "$(post "$NORMAL" "$TMP/normal.json")" = 200 ] &&
     grep -q '"finish_reason":"length"' "$TMP/normal.json"
 }
 
