@@ -115,11 +115,18 @@ int32_t pick_id(FuzzedDataProvider& in, const Engine& engine) {
   }
 }
 
+// The input's bytes as text a JSON body can hold (the server's parser refuses invalid UTF-8).
+std::string text_of(FuzzedDataProvider& in, size_t max_length) {
+  std::string s = in.ConsumeRandomLengthString(max_length);
+  for (char& c : s) c = static_cast<char>(c & 0x7f);
+  return s;
+}
+
 std::string short_text(FuzzedDataProvider& in) {
   static const char* kWords[] = {"the", " the",  "Paris",   "{",  "}",     "\"", "a", " ",
                                  "\n",  "<eos>", "<turn|>", "is", "sunny", "0",  "x"};
   if (in.ConsumeBool()) return kWords[in.ConsumeIntegralInRange<size_t>(0, std::size(kWords) - 1)];
-  return in.ConsumeRandomLengthString(12);
+  return text_of(in, 12);
 }
 
 ordered_json id_list(FuzzedDataProvider& in, const Engine& engine, int max_len) {
@@ -146,7 +153,7 @@ void add_structured(FuzzedDataProvider& in, ordered_json& body) {
     case 1: {
       ordered_json schema = ordered_json::parse(
           raw ? std::string("{}") : kSchemas[in.ConsumeIntegralInRange<size_t>(0, 4)]);
-      if (raw) schema = ordered_json::parse(in.ConsumeRandomLengthString(64), nullptr, false);
+      if (raw) schema = ordered_json::parse(text_of(in, 64), nullptr, false);
       if (schema.is_discarded()) schema = ordered_json::object();
       body["response_format"] = {{"type", "json_schema"},
                                  {"json_schema", {{"name", "x"}, {"schema", schema}}}};
@@ -154,8 +161,7 @@ void add_structured(FuzzedDataProvider& in, ordered_json& body) {
     }
     case 2:
       body["structured_outputs"] = {
-          {"regex", raw ? in.ConsumeRandomLengthString(16)
-                        : kRegexes[in.ConsumeIntegralInRange<size_t>(0, 4)]}};
+          {"regex", raw ? text_of(in, 16) : kRegexes[in.ConsumeIntegralInRange<size_t>(0, 4)]}};
       break;
     case 3: {
       ordered_json choices = ordered_json::array();
@@ -166,8 +172,7 @@ void add_structured(FuzzedDataProvider& in, ordered_json& body) {
     }
     case 4:
       body["structured_outputs"] = {
-          {"grammar", raw ? in.ConsumeRandomLengthString(32)
-                          : kGrammars[in.ConsumeIntegralInRange<size_t>(0, 2)]}};
+          {"grammar", raw ? text_of(in, 32) : kGrammars[in.ConsumeIntegralInRange<size_t>(0, 2)]}};
       break;
     default:
       break;  // none
