@@ -17,10 +17,17 @@ struct CompletionOutput {
   std::string text;
   std::vector<int32_t> token_ids;
   std::optional<std::vector<TokenLogprobs>> logprobs;
-  std::optional<std::string> finish_reason;  // "stop" | "length" | "abort"
+  std::optional<std::string> finish_reason;  // "stop" | "length" | "abort" | "error"
   // The stop string or stop token id that ended the sequence, if any.
   std::optional<std::string> stop_reason_text;
   std::optional<int32_t> stop_reason_token;
+};
+
+// Why a step failed for one request alone (its completions then end with finish_reason
+// "error"); the engine goes on serving the others.
+struct RequestError {
+  std::string message;
+  bool bad_request = false;  // its own parameters caused it (an InputError): a 400, else a 500
 };
 
 struct RequestOutput {
@@ -34,6 +41,7 @@ struct RequestOutput {
   // Prompt tokens whose K/V came from the prefix cache (OpenAI's cached_tokens); -1 before the
   // request was first scheduled.
   int num_cached_tokens = -1;
+  std::optional<RequestError> error;  // set with the last delta of a request a step failed
 };
 
 // What one engine step added to one completion: the unit a streaming (SSE) server sends.

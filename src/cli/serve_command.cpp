@@ -393,9 +393,23 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   register_chat_page(server.routes());
   const int port = server.bind(opt.host, opt.port);
   std::atomic<bool> listening = true;
-  std::thread signal_thread([&server, &listening, &opt, signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+  std::atomic<bool> engine_failed = false;
+  std::thread signal_thread([&server, &listening, &opt, &replicas, &engine_failed, signals] {
+    // A failed engine serves nobody again: answer what is in flight, then exit non-zero so a
+    // supervisor restarts the server (vLLM's API server exits on EngineDeadError).
+    const timespec poll{0, 200'000'000};
+    int sig = -1;
+    while (sig < 0) {
+      sig = sigtimedwait(&signals, nullptr, &poll);
+      if (sig >= 0 || !listening) break;
+      if (auto failure = replicas.failure()) {
+        GS_LOG_ERROR << "the engine stopped after an error (" << *failure
+                     << "); exiting so that a supervisor restarts the server";
+        engine_failed = true;
+        server.shut_down(opt.shutdown_timeout_s);
+        return;
+      }
+    }
     if (!listening) return;  // the listener ended by itself
     GS_LOG_INFO << "shutting down (signal " << sig << ")";
     server.shut_down(opt.shutdown_timeout_s);
@@ -407,7 +421,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   listening = false;
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
-  return ok ? 0 : 1;
+  return ok && !engine_failed ? 0 : 1;
 }
 
 }  // namespace gemmaserve

@@ -258,6 +258,7 @@ void Engine::run_loop() {
   ForwardOutput forward;
   StepPlan plan;
   std::vector<Sampled> sampled;
+  std::vector<StepFailure> failed;  // sequences whose step raised for them alone
   std::vector<Emission> emissions;
   uint64_t stalled_at = kNotStalled;  // change_count_ when a schedule came back empty
   uint64_t steps_started = 0;
@@ -289,13 +290,15 @@ void Engine::run_loop() {
       run_encoder(&plan);
       attach_images(&plan);
       sampled.clear();
+      failed.clear();
       if (!plan.inputs.empty()) {
         forward.return_hidden = speculative_ && speculative_->proposer().wants_hidden_states();
         model_->forward(plan.inputs, *cache_, &forward);
-        sample_step(plan, forward, &sampled);
-        propose_drafts(plan, forward, &sampled);
+        sample_step(plan, forward, &sampled, &failed);
+        propose_drafts(plan, forward, &sampled, &failed);
       }
     } catch (const std::exception& e) {
+      // What reaches here touched shared state (the forward pass, the KV cache, the encoder).
       lock.lock();
       GS_LOG_ERROR << "engine step failed: " << e.what() << "; aborting every request";
       failure_ = e.what();
@@ -307,6 +310,8 @@ void Engine::run_loop() {
     if (!plan.encodes.empty()) ++counters_.encoder_steps;
     counters_.images_encoded += plan.images_encoded;
     counters_.encoder_seconds += plan.encoder_seconds;
+    for (StepFailure& f : failed)
+      fail_request_locked(*plan.items[f.item].request, std::move(f.error));
     apply_step(plan, sampled, &emissions);
     lock.unlock();
     deliver(emissions);
@@ -389,7 +394,7 @@ bool Engine::plan_step(StepPlan* plan) {
 }
 
 void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
-                         std::vector<Sampled>* out) {
+                         std::vector<Sampled>* out, std::vector<StepFailure>* failed) {
   out->clear();
   const size_t vocab = static_cast<size_t>(model_->vocab_size());
   size_t row = 0;
@@ -402,21 +407,29 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
     const auto row_span = [&](size_t k) {
       return std::span<const float>(forward.logits.data() + k * vocab, vocab);
     };
+    const size_t first_row = row;
     size_t last_row = row;
     if (item.logits == LogitsWanted::kAll) {
-      const int prompt_len = static_cast<int>(r.prompt_token_ids.size());
-      for (size_t j = 0; j < item.tokens.size(); ++j) {
-        const int target = item.start_pos + static_cast<int>(j) + 1;
-        if (target >= seq.next_prompt_logprob && target < prompt_len) {
-          item.request->prompt_logprobs.push_back(RequestSampler::logprobs(
-              row_span(row + j), *r.params.prompt_logprobs, r.prompt_token_ids[target]));
-          seq.next_prompt_logprob = target + 1;
-        }
-      }
       last_row = row + item.tokens.size() - 1;
       row += item.tokens.size();
     } else {
       ++row;
+    }
+    if (item.logits == LogitsWanted::kAll) {
+      try {
+        const int prompt_len = static_cast<int>(r.prompt_token_ids.size());
+        for (size_t j = 0; j < item.tokens.size(); ++j) {
+          const int target = item.start_pos + static_cast<int>(j) + 1;
+          if (target >= seq.next_prompt_logprob && target < prompt_len) {
+            item.request->prompt_logprobs.push_back(RequestSampler::logprobs(
+                row_span(first_row + j), *r.params.prompt_logprobs, r.prompt_token_ids[target]));
+            seq.next_prompt_logprob = target + 1;
+          }
+        }
+      } catch (const std::exception& e) {
+        failed->push_back({i, request_error_of(e)});
+        continue;
+      }
     }
     if (!item.samples) continue;
     Sampled s;
@@ -426,7 +439,7 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
   }
   // Each sequence draws from its own generator, so sequences can be sampled on any thread; a
   // full-vocabulary pass per sequence is the largest per-step cost outside the model.
-  std::vector<std::exception_ptr> errors(out->size());
+  std::vector<std::optional<RequestError>> errors(out->size());
   const auto sample_range = [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
       Sampled& s = (*out)[k];
@@ -435,8 +448,8 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
         sample_item(
             plan, std::span<const float>(forward.logits).subspan(rows[k] * vocab, num_rows * vocab),
             &s);
-      } catch (...) {
-        errors[k] = std::current_exception();
+      } catch (const std::exception& e) {
+        errors[k] = request_error_of(e);
       }
     }
   };
@@ -446,20 +459,35 @@ void Engine::sample_step(const StepPlan& plan, const ForwardOutput& forward,
     sample_range(0, out->size());
   }
   for (size_t k = 0; k < out->size(); ++k) {
-    if (errors[k]) std::rethrow_exception(errors[k]);
     Sampled& s = (*out)[k];
     s.row = rows[k];
+    if (errors[k]) continue;
     StopChecker& stop = *plan.items[s.item].seq->stop;
-    for (size_t j = 0; j < s.tokens.size(); ++j) {
-      StopUpdate u = stop.append(s.tokens[j]);
-      u.text_delta = s.update.text_delta + u.text_delta;
-      s.update = std::move(u);
-      if (!s.update.finished) continue;
-      s.tokens.resize(j + 1);  // accepted drafts past a stop are dropped
-      if (s.logprobs.size() > j + 1) s.logprobs.resize(j + 1);
-      break;
+    try {
+      for (size_t j = 0; j < s.tokens.size(); ++j) {
+        StopUpdate u = stop.append(s.tokens[j]);
+        u.text_delta = s.update.text_delta + u.text_delta;
+        s.update = std::move(u);
+        if (!s.update.finished) continue;
+        s.tokens.resize(j + 1);  // accepted drafts past a stop are dropped
+        if (s.logprobs.size() > j + 1) s.logprobs.resize(j + 1);
+        break;
+      }
+    } catch (const std::exception& e) {
+      errors[k] = request_error_of(e);
     }
   }
+  // The failed samples leave the step; the others keep their order.
+  size_t kept = 0;
+  for (size_t k = 0; k < out->size(); ++k) {
+    if (errors[k]) {
+      failed->push_back({(*out)[k].item, std::move(*errors[k])});
+    } else {
+      if (kept != k) (*out)[kept] = std::move((*out)[k]);
+      ++kept;
+    }
+  }
+  out->resize(kept);
 }
 
 void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
@@ -589,20 +617,21 @@ void Engine::take_aborted(std::vector<Emission>* emit) {
   emit->clear();
   for (std::shared_ptr<RequestState>& state : aborted_) {
     Emission e{state, {}};
+    const char* reason = state->output.error ? "error" : "abort";
     for (Sequence& seq : state->sequences) {
       if (seq.finished) continue;
       seq.finished = true;
       CompletionOutput& out = state->output.outputs[static_cast<size_t>(seq.index)];
-      out.finish_reason = "abort";
+      out.finish_reason = reason;
       CompletionDelta d;
       d.index = seq.index;
-      d.finish_reason = "abort";
+      d.finish_reason = reason;
       e.delta.outputs.push_back(std::move(d));
     }
     state->num_unfinished = 0;
     state->output.finished = true;
     e.delta.finished = true;
-    ++counters_.requests_aborted;
+    ++(state->output.error ? counters_.requests_failed : counters_.requests_aborted);
     emit->push_back(std::move(e));
   }
   aborted_.clear();

@@ -102,6 +102,7 @@ struct EngineStats {
   uint64_t requests_finished_stop = 0;  // vllm:request_success{finished_reason=...}
   uint64_t requests_finished_length = 0;
   uint64_t requests_aborted = 0;
+  uint64_t requests_failed = 0;     // ended by a step error of their own (finish_reason "error")
   uint64_t mm_cache_queries = 0;    // images looked up in the encoder cache (vllm:mm_cache_queries)
   uint64_t mm_cache_hits = 0;       // found there (vllm:mm_cache_hits)
   uint64_t images_encoded = 0;      // vision tower runs
@@ -198,6 +199,7 @@ class Engine {
   struct RequestImage;
   struct StepPlan;
   struct Sampled;
+  struct StepFailure;
   struct Emission {
     std::shared_ptr<RequestState> request;
     RequestOutputDelta delta;
@@ -226,11 +228,15 @@ class Engine {
   // The chunks' soft-token rows, embeddings and image blocks. Engine thread, outside the lock.
   void attach_images(StepPlan* plan);
   // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
-  void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out);
+  // What fails for one sequence (masks, sampler, logprobs, stop checks) goes to `failed`
+  // instead of `out`, so only its request ends.
+  void sample_step(const StepPlan& plan, const ForwardOutput& forward, std::vector<Sampled>* out,
+                   std::vector<StepFailure>* failed);
   // Speculative decoding: drafts for every sequence the step sampled and that goes on
-  // (engine_speculative.cpp). Engine thread, outside the lock.
+  // (engine_speculative.cpp). Engine thread, outside the lock. A proposal that fails is retried
+  // one sequence at a time; a sequence that fails alone goes to `failed`.
   void propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
-                      std::vector<Sampled>* sampled);
+                      std::vector<Sampled>* sampled, std::vector<StepFailure>* failed);
   // One sample's tokens: verified drafts (when the item has them) or one draw. Any thread.
   void sample_item(const StepPlan& plan, std::span<const float> rows, Sampled* s);
   // Applies a step's samples to the scheduler and the outputs. Under mutex_.
@@ -239,6 +245,9 @@ class Engine {
   void take_aborted(std::vector<Emission>* emit);
   // Aborts every live request (destructor, engine failure). Under mutex_.
   void abort_all_locked();
+  // Ends one request whose step failed for it alone: its unfinished completions get
+  // finish_reason "error" and the output its error. Under mutex_.
+  void fail_request_locked(RequestState& request, RequestError error);
   bool abort_locked(const std::string& request_id);
   void deliver(std::vector<Emission>& emissions);
 

@@ -277,6 +277,19 @@ bool Engine::abort_locked(const std::string& request_id) {
   return true;
 }
 
+void Engine::fail_request_locked(RequestState& request, RequestError error) {
+  if (request.aborted) return;  // a sibling sample's failure or an abort ended it already
+  GS_LOG_WARNING << "request " << request.request.request_id
+                 << " failed in a step and ends with finish_reason \"error\": " << error.message
+                 << "; the engine goes on serving the others";
+  request.output.error = std::move(error);
+  abort_locked(request.request.request_id);
+}
+
+RequestError request_error_of(const std::exception& e) {
+  return RequestError{e.what(), dynamic_cast<const InputError*>(&e) != nullptr};
+}
+
 void Engine::abort_all_locked() {
   std::vector<std::string> ids;
   for (const auto& [id, state] : requests_) ids.push_back(id);

@@ -1,9 +1,12 @@
 // The engine's side of speculative decoding: one sample's tokens (a draw, or drafts verified)
 // and the drafts of the sequences a step sampled. See engine/speculative/speculative_decoding.h.
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/engine_state.h"
+#include "engine/fault_injection.h"
 #include "engine/speculative/rejection_sampler.h"
 #include "engine/speculative/speculative_decoding.h"
 
@@ -15,6 +18,7 @@ void Engine::sample_item(const StepPlan& plan, std::span<const float> rows, Samp
   const EngineRequest& r = item.request->request;
   const std::vector<int32_t>& output = item.request->output.outputs[seq.index].token_ids;
   const size_t vocab = static_cast<size_t>(model_->vocab_size());
+  if (sampler_fault(r.params.seed)) throw std::runtime_error("injected sampler fault");
   if (item.num_drafts == 0) {
     s->tokens = {seq.sampler->sample(rows, output)};
   } else {
@@ -33,7 +37,7 @@ void Engine::sample_item(const StepPlan& plan, std::span<const float> rows, Samp
 }
 
 void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
-                            std::vector<Sampled>* sampled) {
+                            std::vector<Sampled>* sampled, std::vector<StepFailure>* failed) {
   if (!speculative_) return;
   std::vector<std::string> ended;
   {
@@ -78,7 +82,26 @@ void Engine::propose_drafts(const StepPlan& plan, const ForwardOutput& forward,
     for (int t = 0; t < kNumAttentionTypes; ++t)
       requests[i].target_block_tables[t] = item.tables[t];
   }
-  std::vector<std::vector<int32_t>> drafts = proposer.propose(requests);
+  std::vector<std::vector<int32_t>> drafts;
+  try {
+    drafts = proposer.propose(requests);
+  } catch (const std::exception& e) {
+    // Which sequence raised is unknown: each starts its drafting over, alone, and one whose
+    // own proposal fails ends with its error (the step's tokens of the others stand).
+    GS_LOG_WARNING << "draft proposal failed (" << e.what() << "); proposing one by one";
+    drafts.assign(targets.size(), {});
+    for (size_t i = 0; i < targets.size(); ++i) {
+      proposer.finished(requests[i].sequence_id);
+      try {
+        std::vector<std::vector<int32_t>> one =
+            proposer.propose(std::span<const DraftRequest>(&requests[i], 1));
+        if (!one.empty()) drafts[i] = std::move(one.front());
+      } catch (const std::exception& alone) {
+        proposer.finished(requests[i].sequence_id);
+        failed->push_back({targets[i]->item, request_error_of(alone)});
+      }
+    }
+  }
   for (size_t i = 0; i < targets.size() && i < drafts.size(); ++i) {
     targets[i]->drafts = std::move(drafts[i]);
   }

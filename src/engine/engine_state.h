@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,7 +61,7 @@ struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
   std::vector<Sequence> sequences;  // never resized after creation: Sequence* stay valid
   int num_unfinished = 0;
   bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
-  bool aborted = false;       // guarded by mutex_
+  bool aborted = false;       // guarded by mutex_ (also set when a step failed it)
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
   std::vector<RequestImage> images;                           // in prompt order
 };
@@ -108,5 +109,15 @@ struct Engine::Sampled {
   StopUpdate update;                    // the stop checks over all of `tokens`
   std::vector<int32_t> drafts;          // proposed to follow `tokens` (next step)
 };
+
+// A step's error that concerns one sequence only: the plan's item and what went wrong.
+struct Engine::StepFailure {
+  size_t item = 0;
+  RequestError error;
+};
+
+// The RequestError of an exception a step raised for one sequence (InputError: the request's
+// own parameters).
+RequestError request_error_of(const std::exception& e);
 
 }  // namespace gemmaserve

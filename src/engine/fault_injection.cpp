@@ -19,6 +19,10 @@ bool engine_step_fault(uint64_t step, int replica) {
   const uint64_t fail_at = std::stoull(at);
   return fail_at != 0 && step >= fail_at;
 }
+bool sampler_fault(std::optional<uint64_t> seed) {
+  const char* at = std::getenv("GEMMASERVE_FAULT_SAMPLER_SEED");
+  return seed && at != nullptr && *at != '\0' && *seed == std::stoull(at);
+}
 bool fault_injection_compiled() { return true; }
 
 void model_load_fault_delay() {
@@ -30,6 +34,7 @@ void model_load_fault_delay() {
 }
 #else
 bool engine_step_fault(uint64_t, int) { return false; }
+bool sampler_fault(std::optional<uint64_t>) { return false; }
 bool fault_injection_compiled() { return false; }
 void model_load_fault_delay() {}
 #endif

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "engine/data_parallel/engine_replicas.h"
@@ -142,6 +143,13 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     }
     lock.unlock();
     try {
+      // A request a step failed alone: the offline API raises its error, as a bad parameter.
+      for (size_t i : finished) {
+        if (const std::optional<RequestError>& e = collector.results[i].error) {
+          if (e->bad_request) throw InputError(e->message);
+          throw std::runtime_error(e->message);
+        }
+      }
       if (options.on_finished) {
         for (size_t i : finished) options.on_finished(i, collector.results[i]);
       }

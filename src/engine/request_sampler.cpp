@@ -99,6 +99,7 @@ RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int
     if (tokenizer == nullptr) throw InputError("bad_words needs a tokenizer; this model has none");
     bad_word_ids_ = tokenize_bad_words(params_.bad_words, *tokenizer, vocab_size_);
   }
+  check_first_token_possible();
   if (params_.answer_constraint) never_ = distinct(params_.answer_constraint->never);
   if (params_.answer_constraint && params_.answer_constraint->json_object && !json_trie_) {
     throw InputError(
@@ -117,6 +118,25 @@ RequestSampler::RequestSampler(const SamplingParams& params, std::span<const int
 }
 
 RequestSampler::~RequestSampler() = default;
+
+void RequestSampler::check_first_token_possible() const {
+  if (!params_.allowed_token_ids || params_.max_tokens == 0) return;
+  // Masked at the first step whatever the logits: one-token bad words always, stop ids while
+  // min_tokens is not reached.
+  std::vector<int32_t> banned;
+  for (const std::vector<int32_t>& word : bad_word_ids_) {
+    if (word.size() == 1) banned.push_back(word.front());
+  }
+  if (params_.min_tokens > 0) banned.insert(banned.end(), stop_ids_.begin(), stop_ids_.end());
+  banned = distinct(banned);
+  for (int32_t id : *params_.allowed_token_ids) {
+    if (!std::binary_search(banned.begin(), banned.end(), id)) return;
+  }
+  throw InputError(
+      "allowed_token_ids leaves no token to sample: each of its ids is a one-token bad word or "
+      "a stop token (eos or stop_token_ids, masked while fewer than min_tokens=" +
+      std::to_string(params_.min_tokens) + " tokens were generated).");
+}
 
 int32_t RequestSampler::sample(std::span<const float> raw_logits,
                                std::span<const int32_t> output_tokens) {

@@ -31,8 +31,9 @@ class RequestSampler {
   // `stop_ids` are the ids masked while fewer than min_tokens were generated (eos ids unless
   // ignore_eos, plus stop_token_ids). `tokenizer` (may be null) encodes bad_words. A request
   // without a seed draws one from `fallback_seed`. Throws InputError when params.validate()
-  // does, for bad_words that cannot be tokenized (or without a tokenizer) and for stop ids
-  // outside the vocabulary.
+  // does, for bad_words that cannot be tokenized (or without a tokenizer), for stop ids
+  // outside the vocabulary and when allowed_token_ids leaves nothing to draw (see
+  // check_first_token_possible).
   // `json_trie` (the vocabulary's bytes) is needed by an answer_constraint with json_object or
   // a structured kind, `grammar` (its compiled spec) by the latter.
   RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens,
@@ -78,6 +79,9 @@ class RequestSampler {
   std::mt19937_64 rng_;
   std::vector<float> work_;  // processed logits, reused across steps
   std::vector<float> kept_;  // the logits a mask keeps, reused across steps
+  // InputError when allowed_token_ids leaves nothing for the first draw (all of it banned by
+  // one-token bad_words or, with min_tokens, stop ids): known before the request runs.
+  void check_first_token_possible() const;
   // json_object: the recogniser fed up to output token json_fed_, allowed tokens per state.
   // The tokens the object allows next (cached; valid until the next call); null while the
   // answer has not started (free).

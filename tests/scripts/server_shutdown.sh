@@ -3,7 +3,7 @@
 # 503, lets running requests finish within --shutdown-timeout and exits 0; requests that need
 # longer are aborted (503 / an error event) and it still exits 0; an engine thread that fails
 # (test-only hook GEMMASERVE_FAULT_ENGINE_STEP, in builds with -DGEMMASERVE_FAULT_INJECTION=ON
-# as scripts/test makes) turns /health to 503.
+# as scripts/test makes) turns /health to 503 and the server exits non-zero by itself.
 # Usage: server_shutdown.sh BINARY REPO_ROOT
 set -euo pipefail
 BIN="$1"
@@ -42,6 +42,20 @@ sigterm_run abort_at_timeout 1
 if grep -q "GEMMASERVE_FAULT_INJECTION:BOOL=ON" "$(dirname "$BIN")/CMakeCache.txt" 2>/dev/null; then
   GEMMASERVE_FAULT_ENGINE_STEP=3 start_tiny_server "$TMP/tiny" --served-model-name tiny
   python3 "$CHECKS" failed_engine --base-url "$BASE_URL" || finish_with_server_log 1
+  # A failed engine serves nobody again: the server exits by itself, non-zero, for a supervisor.
+  for _ in $(seq 300); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$SERVER_PID" 2>/dev/null && fail "the server still runs 30 s after its engine failed"
+  rc=0
+  wait "$SERVER_PID" || rc=$?
+  SERVER_PID=""
+  [ "$rc" -ne 0 ] || fail "the server exited 0 after its engine failed"
+  grep -q "exiting so that a supervisor restarts the server" "$TMP/server.log" ||
+    fail "no log line saying why the server exits"
+  echo "failed engine: the server exited with $rc"
+  exit 0
 else
   skip "failed-engine check: this build has no fault injection (-DGEMMASERVE_FAULT_INJECTION=ON)"
 fi

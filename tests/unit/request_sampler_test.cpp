@@ -261,9 +261,21 @@ TEST(RequestSamplerTest, EveryTokenMaskedIsAnInputError) {
   SamplingParams p;
   p.allowed_token_ids = Ids{1};
   p.min_tokens = 1;
+  // Only the stop id allowed while min_tokens masks it: known before any step, refused at once.
+  try {
+    make(p, 3, 0, {}, {1});
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "allowed_token_ids leaves no token to sample: each of its ids is a one-token bad "
+                 "word or a stop token (eos or stop_token_ids, masked while fewer than "
+                 "min_tokens=1 tokens were generated).");
+  }
+  // What only the logits show is found by the step.
+  p.allowed_token_ids = Ids{1, 2};
   RequestSampler s = make(p, 3, 0, {}, {1});
-  EXPECT_THROW(s.sample(std::vector<float>{0, 0, 0}, {}), InputError);
-  EXPECT_EQ(s.sample(std::vector<float>{0, 0, 0}, Ids{1}), 1);
+  EXPECT_THROW(s.sample(std::vector<float>{0, 0, kNegInf}, {}), InputError);
+  EXPECT_EQ(s.sample(std::vector<float>{0, 0, kNegInf}, Ids{2}), 1);
   EXPECT_THROW(make(p, 3, 0, {}, {3}), InputError);  // a stop id outside the vocabulary
   SamplingParams bias;
   bias.logit_bias = {{3, 1.0f}};

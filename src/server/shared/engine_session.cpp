@@ -20,6 +20,7 @@ struct EngineSession::State {
   std::vector<std::vector<std::optional<Clock::time_point>>> last_token;
   AbortReason abort_reason = AbortReason::kNone;
   std::vector<size_t> aborted_on;  // replicas that ended a request of this session by "abort"
+  std::optional<RequestError> request_error;  // the first request a step failed alone
 };
 
 std::string random_request_id(const std::string& prefix) {
@@ -88,6 +89,7 @@ void EngineSession::submit(std::vector<EngineRequest> requests) {
             aborted = aborted || o.finish_reason.value_or("abort") == "abort";
           }
           if (aborted) state->aborted_on.push_back(engine);
+          if (output.error && !state->request_error) state->request_error = output.error;
           metrics->observe_request_tokens(static_cast<int>(output.prompt_token_ids.size()),
                                           generated, engine);
           if (!state->finished[i]) {
@@ -151,6 +153,11 @@ void EngineSession::abort(AbortReason reason) {
 AbortReason EngineSession::abort_reason() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->abort_reason;
+}
+
+std::optional<RequestError> EngineSession::request_error() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->request_error;
 }
 
 std::optional<std::string> EngineSession::engine_failure() const {

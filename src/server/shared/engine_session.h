@@ -48,6 +48,8 @@ class EngineSession {
   // The failure of an engine that aborted one of this session's requests, if any: a request
   // that finished before its replica (or another one) failed keeps its answer.
   std::optional<std::string> engine_failure() const;
+  // The error of the first of this session's requests that a step failed alone, if any.
+  std::optional<RequestError> request_error() const;
   const EngineReplicas& engines() const { return engines_; }
 
  private:

@@ -41,9 +41,14 @@ void check_waiting(int waiting, int limit) {
   }
 }
 
-// The error of a session that ended: aborted from outside (none for a client that is gone), or
-// by a failed engine, which aborts whatever it ran.
+// The error of a session that ended: one of its requests failed by a step (vLLM's finish_reason
+// "error", answered before that request's chunk), aborted from outside (none for a client that
+// is gone), or by a failed engine, which aborts whatever it ran.
 std::optional<ApiError> abort_error(const EngineSession& session, bool ended) {
+  if (std::optional<RequestError> e = session.request_error()) {
+    if (e->bad_request) return ApiError(400, "BadRequestError", e->message);
+    return ApiError(500, "InternalServerError", e->message);
+  }
   const AbortReason reason = session.abort_reason();
   if (reason == AbortReason::kNone && ended) {
     if (auto failure = session.engine_failure()) {
