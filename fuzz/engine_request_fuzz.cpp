@@ -16,9 +16,9 @@
 #include "core/logging.h"
 #include "engine/data_parallel/engine_replicas.h"
 #include "fuzz_support.h"
-#include "server/metrics.h"
-#include "server/serving_common.h"
-#include "server/serving_completions.h"
+#include "server/shared/metrics.h"
+#include "server/shared/serving_common.h"
+#include "server/openai/serving_completions.h"
 
 using namespace gemmaserve;
 using ordered_json = nlohmann::ordered_json;
