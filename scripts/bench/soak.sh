@@ -38,7 +38,8 @@ make_tiny_model "$VOCAB" "$TEMPLATE" "$TMP/tiny"
 # arena is mapped lazily and the block pool cycles through every block, so a cache much larger
 # than the load would add resident pages for many minutes: 8 MB is touched within the warm-up.
 start_tiny_server "$TMP/tiny" --served-model-name tiny --max-model-len 512 --max-num-seqs 64 \
-  --max-request-size-mb 1 --kv-cache-memory-bytes 8388608 --disable-log-requests
+  --max-request-size-mb 1 --kv-cache-memory-bytes 8388608 --disable-log-requests \
+  --enable-tokenizer-info-endpoint
 PORT="${BASE_URL##*:}"
 echo "soak: $CLIENTS clients for $DURATION s on port $PORT (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 status=0
