@@ -120,4 +120,18 @@ AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
   return c;
 }
 
+std::optional<AnswerConstraint> requested_answer_constraint(const Tokenizer* tok, bool gemma4,
+                                                            std::string_view chat_prompt,
+                                                            const GenerationRequest& req,
+                                                            bool server_disable_any_whitespace) {
+  if (!req.json_object && req.structured_kind.empty()) return std::nullopt;
+  AnswerConstraint c = tok ? text_answer_constraint(*tok, gemma4, chat_prompt) : AnswerConstraint{};
+  c.json_object = req.json_object;
+  c.structured_kind = req.structured_kind;
+  c.structured_spec = req.structured_spec;
+  apply_json_whitespace(&c, req.disable_any_whitespace || server_disable_any_whitespace,
+                        req.whitespace_pattern);
+  return c;
+}
+
 }  // namespace gemmaserve

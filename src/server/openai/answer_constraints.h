@@ -40,6 +40,14 @@ AnswerConstraint structured_output_constraint(const Tokenizer& tok, bool gemma4,
 void apply_json_whitespace(AnswerConstraint* c, bool disable_any_whitespace,
                            const std::optional<std::string>& whitespace_pattern);
 
+// What a request's response_format / structured outputs ask for (json_object or a structured
+// kind), with the request's and the server's JSON blank-space rules; nullopt when it asks neither.
+// Without a tokenizer (`tok` null) it has no never list: the engine then refuses the request.
+std::optional<AnswerConstraint> requested_answer_constraint(const Tokenizer* tok, bool gemma4,
+                                                            std::string_view chat_prompt,
+                                                            const GenerationRequest& req,
+                                                            bool server_disable_any_whitespace);
+
 // What both share: the never list (Gemma 4 markers, <unusedN>) and the leading thought channel.
 AnswerConstraint text_answer_constraint(const Tokenizer& tok, bool gemma4,
                                         std::string_view chat_prompt);

@@ -413,19 +413,14 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
                         "the model's own tool calls are parsed as with 'auto'";
     }
   }
-  if (req.json_object || !req.structured_kind.empty()) {
+  if (auto constraint = requested_answer_constraint(tok, ctx.gemma4, prompt.text, req,
+                                                    ctx.options.disable_any_whitespace)) {
     if (job->forced_tool_call) {  // vLLM's refusal: the tool call is the answer's grammar
       throw bad_request(
           "You can only either use constraints for structured outputs or tools, not both.",
           "response_format");
     }
-    params.answer_constraint = text_answer_constraint(*tok, ctx.gemma4, prompt.text);
-    params.answer_constraint->json_object = req.json_object;
-    params.answer_constraint->structured_kind = req.structured_kind;
-    params.answer_constraint->structured_spec = req.structured_spec;
-    apply_json_whitespace(&*params.answer_constraint,
-                          req.disable_any_whitespace || ctx.options.disable_any_whitespace,
-                          req.whitespace_pattern);
+    params.answer_constraint = std::move(constraint);
   }
   job->parse.parse_reasoning = ctx.reasoning_parser;
   job->parse.parse_tools = job->forced_tool_call || (ctx.tool_parser && req.tool_choice != "none");

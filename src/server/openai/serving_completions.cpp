@@ -305,21 +305,8 @@ ServingResponse serve_completion(ServingContext& ctx, const ordered_json& body) 
   const std::string engine_id = random_request_id("cmpl-");  // unique even if request_ids repeat
   job->created = unix_time_now();
   std::vector<EngineRequest> requests;
-  std::optional<AnswerConstraint> json;
-  if (req.json_object || !req.structured_kind.empty()) {
-    // Without a tokenizer the engine refuses the request (RequestSampler's InputError).
-    const Tokenizer* tok = ctx.engine.tokenizer();
-    if (tok != nullptr) {
-      json = text_answer_constraint(*tok, ctx.gemma4, "");
-    } else {
-      json.emplace();
-    }
-    json->json_object = req.json_object;
-    json->structured_kind = req.structured_kind;
-    json->structured_spec = req.structured_spec;
-    apply_json_whitespace(&*json, req.disable_any_whitespace || ctx.options.disable_any_whitespace,
-                          req.whitespace_pattern);
-  }
+  const std::optional<AnswerConstraint> json =
+      requested_answer_constraint(tok, ctx.gemma4, "", req, ctx.options.disable_any_whitespace);
   for (size_t i = 0; i < job->prompts.size(); ++i) {
     EngineRequest er;
     er.request_id = engine_id + "-" + std::to_string(i);
