@@ -127,10 +127,11 @@ TEST_F(VisionGolden, SoftTokenCountsMatchTheProcessor) {
 
 // Last-position logits within 1e-4, every position's top-5, and the greedy tokens. At image
 // positions HF's float32 reference is itself up to 1.4e-4 from the float64 result (its
-// round-off through the vision tower), so the top-5 of every position get 2e-4.
+// round-off through the vision tower), and ours differs by its own summation order per ISA level
+// (2.4e-4 from HF's at worst, portable kernels; 2.1e-4 AVX2 built by clang), so 3e-4.
 TEST_F(VisionGolden, ImageCasesMatchReference) {
   GoldenOptions opt;
-  opt.position_tol = 2e-4f;
+  opt.position_tol = 3e-4f;
   PagedRunner runner(*model_, 16, 256);
   for (const ImageCase& c : *cases_) {
     const std::vector<float> soft = encode(c);
