@@ -162,7 +162,9 @@ TEST_F(ServerVllmFlagsTest, LogprobTokensAreTokenIdsUnlessTheRequestSaysNo) {
   no["return_tokens_as_token_ids"] = false;
   auto asked = send(port(), "POST", "/v1/completions", {}, no.dump());
   ASSERT_TRUE(asked);
-  for (const auto& t : json::parse(asked->body)["choices"][0]["logprobs"]["tokens"]) {
+  const json asked_tokens = json::parse(asked->body)["choices"][0]["logprobs"]["tokens"];
+  ASSERT_FALSE(asked_tokens.empty());
+  for (const auto& t : asked_tokens) {
     EXPECT_NE(t.get<std::string>().rfind("token_id:", 0), 0u) << t;
   }
 }
