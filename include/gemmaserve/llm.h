@@ -23,8 +23,11 @@ class Tokenizer;
 
 // Engine settings, named after vLLM's EngineArgs (the CLI flags are these names with dashes).
 struct EngineArgs {
-  std::string model;      // Hugging Face checkpoint folder
-  std::string tokenizer;  // tokenizer.json / GGUF / folder; empty = the model folder's, if any
+  // Hugging Face checkpoint folder, Gemma 4 GGUF file (first part of a split one) or a folder of
+  // GGUF files.
+  std::string model;
+  std::string tokenizer;  // tokenizer.json / GGUF / folder; empty = the model's, if any
+  std::string mmproj;     // vision projector GGUF of a GGUF model (llama-server's --mmproj)
   int threads = 0;        // 0 = all cores
   int max_model_len = 0;  // 0 = the config's max_position_embeddings
   int block_size = 16;

@@ -69,7 +69,11 @@ int64_t parse_human_readable_int(const std::string& text, const std::string& fla
 }
 
 void add_engine_flags(ArgParser& p) {
-  p.value("--tokenizer").value("--threads").value("--max-model-len").value("--block-size");
+  p.value("--tokenizer")
+      .value("--mmproj")
+      .value("--threads")
+      .value("--max-model-len")
+      .value("--block-size");
   p.value("--kv-cache-dtype");
   p.value("--kv-cache-memory-bytes", {"--kv-cache-memory"}).value("--gpu-memory-utilization");
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
@@ -88,6 +92,7 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
   EngineArgs a;
   a.model = model;
   a.tokenizer = p.get("--tokenizer").value_or("");
+  a.mmproj = p.get("--mmproj").value_or("");
   a.threads = p.get_int("--threads", a.threads);
   a.max_model_len = int_flag(p, "--max-model-len", a.max_model_len);
   a.block_size = p.get_int("--block-size", a.block_size);
@@ -152,6 +157,7 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
 const char* engine_flags_usage() {
   return "engine options (vLLM's names):\n"
          "  --tokenizer PATH                  tokenizer.json, GGUF or folder (default: MODEL's)\n"
+         "  --mmproj FILE                     vision projector GGUF of a GGUF MODEL (llama.cpp's)\n"
          "  --threads N                       compute threads (default: all cores)\n"
          "  --max-model-len N                 longest prompt + output (default: the config's)\n"
          "  --block-size N                    tokens per KV cache block (default 16)\n"

@@ -362,7 +362,7 @@ int run_serve_command(const std::vector<std::string>& raw_args) {
   ctx.tool_parser = parser_enabled("--tool-call-parser", opt.tool_call_parser, ctx.gemma4);
   if (opt.chat_template) {
     ctx.chat_template = ChatTemplate::parse(*opt.chat_template, "--chat-template");
-  } else if (auto t = load_chat_template(model)) {
+  } else if (auto t = load_chat_template(engine.model_source())) {
     ctx.chat_template = ChatTemplate::parse(*t, model + " chat template");
   } else {
     GS_LOG_WARNING << model << " has no chat template; /v1/chat/completions needs "

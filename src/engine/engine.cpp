@@ -136,6 +136,7 @@ Engine::Engine(const EngineArgs& args)
     load_options.tensor_parallel_size = communicator->size();
     load_options.expert_parallel = args_.enable_expert_parallel;
   }
+  if (!args_.mmproj.empty()) load_options.mmproj = fs::path(args_.mmproj);
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {
     load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");
@@ -162,6 +163,7 @@ Engine::Engine(const EngineArgs& args)
       load_options);
   if (quant_bar) quant_bar->finish();
   if (bar) bar->finish();
+  model_source_ = gguf_model_file(dir).value_or(dir);
   if (weights.config.vision) {
     image_processor_ = load_gemma4_image_processor_config(dir, *weights.config.vision);
   }
@@ -169,8 +171,9 @@ Engine::Engine(const EngineArgs& args)
       parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs")
           .value_or(image_processor_.max_soft_tokens);
 
-  const fs::path tok_path = args_.tokenizer.empty() ? dir : fs::path(args_.tokenizer);
-  if (!args_.tokenizer.empty() || fs::exists(dir / "tokenizer.json")) {
+  // A GGUF model carries its tokenizer; --tokenizer overrides it.
+  const fs::path tok_path = args_.tokenizer.empty() ? model_source_ : fs::path(args_.tokenizer);
+  if (!args_.tokenizer.empty() || model_source_ != dir || fs::exists(dir / "tokenizer.json")) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_path(tok_path));
   } else {
     GS_LOG_INFO << dir.string() << ": no tokenizer.json; only token-id prompts will work";

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -189,6 +190,9 @@ class Engine {
   const ModelConfig& model_config() const;
   const KvCachePlan& kv_cache_plan() const { return plan_; }
   const EngineArgs& args() const { return args_; }
+  // Where the tokenizer and chat template come from: the GGUF model file of a GGUF model, else
+  // the model folder.
+  const std::filesystem::path& model_source() const { return model_source_; }
   // SamplingParams with the generation-config defaults applied (vLLM's
   // get_default_sampling_params); requests start from these and override fields.
   SamplingParams default_sampling_params() const;
@@ -255,6 +259,7 @@ class Engine {
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::filesystem::path model_source_;
   std::unique_ptr<SpeculativeDecoding> speculative_;  // null without --speculative-config
   std::vector<std::string> speculative_ended_;        // sequences the proposer forgets (mutex_)
   // The vocabulary as a byte trie for response_format json_object, built by the first such

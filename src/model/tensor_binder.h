@@ -63,7 +63,7 @@ class TensorBinder {
     const TensorView& v = require(name);
     if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
     check_shape(v, shape);
-    check_float(v);
+    if (!dtype_is_quantized(v.dtype)) check_float(v);  // block rows (GGUF) bind as they are
     return as_matrix(v);
   }
 
@@ -72,7 +72,7 @@ class TensorBinder {
     if (!v) return {};
     if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
     check_shape(*v, shape);
-    check_float(*v);
+    if (!dtype_is_quantized(v->dtype)) check_float(*v);
     return as_matrix(*v);
   }
 
@@ -130,6 +130,8 @@ class TensorBinder {
   // The tensor's data, or an aligned copy when the file places it at an address that is not
   // a multiple of its element size (legal in safetensors: the header need not be padded).
   const void* aligned_data(const TensorView& v) {
+    // Block rows are read bytewise; element types must sit at a multiple of their size.
+    if (dtype_block_elems(v.dtype) > 1) return v.data;
     if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0) return v.data;
     auto copy = std::make_shared<std::vector<uint64_t>>((v.nbytes + 7) / 8);
     std::memcpy(copy->data(), v.data, v.nbytes);

@@ -9,7 +9,9 @@
 #include "checkpoint/gemmaserve_quantization.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "io/gguf.h"
 #include "kernels/cpu/quant.h"
+#include "model/gemma4_gguf.h"
 #include "model/quantize.h"
 #include "model/tensor_binder.h"
 
@@ -112,10 +114,32 @@ std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
   return out;
 }
 
-std::shared_ptr<const Checkpoint> open_model_checkpoint(const std::filesystem::path& dir) {
-  std::shared_ptr<const Checkpoint> ckpt = open_checkpoint(dir);
+std::optional<std::filesystem::path> gguf_model_file(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(path)) {
+    if (GgufFile::has_gguf_magic(path)) return path;
+    return std::nullopt;
+  }
+  if (fs::exists(path / "config.json")) return std::nullopt;
+  if (auto folder = find_gguf_in_folder(path)) return folder->model;
+  return std::nullopt;
+}
+
+std::shared_ptr<const Checkpoint> open_model_checkpoint(
+    const std::filesystem::path& path, const std::optional<std::filesystem::path>& mmproj) {
+  namespace fs = std::filesystem;
+  std::optional<fs::path> projector = mmproj;
+  std::optional<fs::path> model = gguf_model_file(path);
+  if (model && fs::is_directory(path) && !projector) projector = find_gguf_in_folder(path)->mmproj;
+  if (model) return open_gemma4_gguf(*model, projector);
+  if (mmproj) {
+    throw InputError("--mmproj: " + mmproj->string() +
+                     " is a GGUF vision projector, but the model " + path.string() +
+                     " is not a GGUF file (its vision tower comes from the folder)");
+  }
+  std::shared_ptr<const Checkpoint> ckpt = open_checkpoint(path);
   if (ckpt->format() != "safetensors") {
-    throw InputError((dir / "config.json").string() +
+    throw InputError((path / "config.json").string() +
                      ": missing (not a Hugging Face checkpoint folder?)");
   }
   return ckpt;
@@ -128,7 +152,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress,
                                 const WeightLoadOptions& options) {
   ModelWeights w;
-  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(dir);
+  const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(dir, options.mmproj);
   w.checkpoint = ckpt;
   w.config = parse_model_config(ckpt->config(), ckpt->config_source());
   const std::optional<StoredQuantization> stored =

@@ -101,10 +101,17 @@ struct ModelWeights {
 // Progress callback: (bytes done, bytes total).
 using LoadProgress = std::function<void(size_t, size_t)>;
 
-// The checkpoint at `dir` through checkpoint/'s interface. Gemma 4 loads from Hugging Face
-// folders only (GGUF weights need a name and config mapping first): any other format is the
-// InputError of a folder without config.json.
-std::shared_ptr<const Checkpoint> open_model_checkpoint(const std::filesystem::path& dir);
+// The checkpoint at `path` through checkpoint/'s interface: a Hugging Face folder, a Gemma 4
+// GGUF file (split parts found beside it; `mmproj` adds its vision tower), or a folder of GGUF
+// files without config.json (model/gemma4_gguf.h). Anything else is the InputError of a folder
+// without config.json.
+std::shared_ptr<const Checkpoint> open_model_checkpoint(
+    const std::filesystem::path& path,
+    const std::optional<std::filesystem::path>& mmproj = std::nullopt);
+
+// The file holding the tokenizer and chat template of a GGUF model at `path` (the file itself,
+// or the model file of a folder of GGUFs); nullopt for Hugging Face folders.
+std::optional<std::filesystem::path> gguf_model_file(const std::filesystem::path& path);
 
 // Loads config.json and the safetensors of a folder and binds every tensor the text decoder
 // needs, checking names and shapes (InputError naming file and tensor: "missing tensor",
@@ -124,6 +131,8 @@ struct WeightLoadOptions {
   int tensor_parallel_rank = 0;
   int tensor_parallel_size = 1;
   bool expert_parallel = false;  // whole MoE experts per rank instead of slices of each
+  // The vision projector GGUF of a GGUF model (llama-server's --mmproj).
+  std::optional<std::filesystem::path> mmproj;
 };
 // Also reads gemmaserve-quantized checkpoints (config.json quantization_config: U8 tensors of
 // shape [rows..., row_bytes]).

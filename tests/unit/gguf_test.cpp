@@ -288,9 +288,8 @@ TEST(GgufCheckpointTest, RefusesTypesWithoutADtypeAndRepeatedNames) {
   EXPECT_EQ(checkpoint_error_of(twice), twice.string() + ": tensor 't' appears twice");
 }
 
-// Gemma 4 weights load from Hugging Face folders only: a GGUF file is refused as before GGUF
-// checkpoints existed, a folder without config.json.
-TEST(GgufCheckpointTest, ModelLoaderRefusesAGgufFileAsBefore) {
+// A GGUF file without an architecture is refused by name (gguf_model_test has the real ones).
+TEST(GgufCheckpointTest, ModelLoaderRefusesAGgufFileWithoutArchitecture) {
   testing::TempDir dir;
   const fs::path path = write(dir, "m.gguf", GgufBuilder().kv_u32("n", 1).bytes());
   std::string error = "(no error)";
@@ -299,8 +298,7 @@ TEST(GgufCheckpointTest, ModelLoaderRefusesAGgufFileAsBefore) {
   } catch (const InputError& e) {
     error = e.what();
   }
-  EXPECT_EQ(error,
-            (path / "config.json").string() + ": missing (not a Hugging Face checkpoint folder?)");
+  EXPECT_EQ(error, path.string() + ": missing metadata key 'general.architecture'");
 }
 
 TEST(GgufTest, RejectsBadMagicAndVersion) {

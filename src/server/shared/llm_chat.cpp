@@ -27,7 +27,7 @@ RenderedChat LLM::render_chat(const nlohmann::ordered_json& messages, const Chat
     throw InputError("messages must be a non-empty list");
   }
   std::optional<std::string> source = options.chat_template;
-  if (!source) source = load_chat_template(e.args().model);
+  if (!source) source = load_chat_template(e.model_source());
   if (!source) throw InputError(e.args().model + " has no chat template; pass one in options");
   const ChatTemplate tmpl = ChatTemplate::parse(*source, "chat template");
   ChatPromptInput in;

@@ -4,10 +4,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json_file.h"
 #include "tokenizer/chat_template/interpreter.h"
 #include "tokenizer/chat_template/parser.h"
 #include "tokenizer/chat_template/py_string.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace gemmaserve {
 
@@ -158,6 +160,9 @@ std::string apply_chat_template(const ChatTemplate& chat_template,
 }
 
 std::optional<std::string> load_chat_template(const fs::path& model_dir) {
+  if (!fs::is_directory(model_dir) && GgufFile::has_gguf_magic(model_dir)) {
+    return gguf_chat_template(GgufFile(model_dir));
+  }
   fs::path jinja_file = model_dir / "chat_template.jinja";
   if (fs::is_regular_file(jinja_file)) return read_text(jinja_file);
   fs::path config_file = model_dir / "tokenizer_config.json";

@@ -59,6 +59,7 @@ std::string apply_chat_template(const ChatTemplate& chat_template,
 
 // The checkpoint's template: chat_template.jinja, else tokenizer_config.json's "chat_template"
 // (a string, or a list of {name, template} from which "default" is taken); nullopt when neither.
+// A GGUF file's is its tokenizer.chat_template.
 std::optional<std::string> load_chat_template(const std::filesystem::path& model_dir);
 
 // vLLM's --chat-template rule: an existing file path is read, anything else is the template text.
