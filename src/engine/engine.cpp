@@ -163,7 +163,8 @@ Engine::Engine(const EngineArgs& args)
       load_options);
   if (quant_bar) quant_bar->finish();
   if (bar) bar->finish();
-  model_source_ = gguf_model_file(dir).value_or(dir);
+  const std::optional<fs::path> gguf = gguf_model_file(dir);
+  model_source_ = gguf.value_or(dir);
   if (weights.config.vision) {
     image_processor_ = load_gemma4_image_processor_config(dir, *weights.config.vision);
   }
@@ -173,7 +174,7 @@ Engine::Engine(const EngineArgs& args)
 
   // A GGUF model carries its tokenizer; --tokenizer overrides it.
   const fs::path tok_path = args_.tokenizer.empty() ? model_source_ : fs::path(args_.tokenizer);
-  if (!args_.tokenizer.empty() || model_source_ != dir || fs::exists(dir / "tokenizer.json")) {
+  if (!args_.tokenizer.empty() || gguf || fs::exists(dir / "tokenizer.json")) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_path(tok_path));
   } else {
     GS_LOG_INFO << dir.string() << ": no tokenizer.json; only token-id prompts will work";

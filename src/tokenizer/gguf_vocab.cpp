@@ -77,12 +77,15 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
     // "a b": pieces never contain a space (it is escaped to ▁), so the first one splits them.
     const std::string_view m = merges[i];
     const size_t space = m.find(' ', 1);
-    auto a = space == std::string_view::npos ? ids.end() : ids.find(m.substr(0, space));
-    auto b = space == std::string_view::npos ? ids.end() : ids.find(m.substr(space + 1));
-    if (a == ids.end() || b == ids.end()) {
+    if (space == std::string_view::npos || space + 1 >= m.size()) {
       throw InputError(file + ": tokenizer.ggml.merges[" + std::to_string(i) + "] '" +
-                       std::string(m) + "' is not two vocabulary pieces separated by a space");
+                       std::string(m) + "' is not two pieces separated by a space");
     }
+    auto a = ids.find(m.substr(0, space));
+    auto b = ids.find(m.substr(space + 1));
+    // A merge of a piece the vocabulary lacks can never apply (llama.cpp keeps it unused);
+    // trimmed vocabularies carry such merges.
+    if (a == ids.end() || b == ids.end()) continue;
     spec.merges.emplace_back(a->second, b->second);
   }
 
