@@ -137,6 +137,7 @@ Engine::Engine(const EngineArgs& args)
     load_options.expert_parallel = args_.enable_expert_parallel;
   }
   if (!args_.mmproj.empty()) load_options.mmproj = fs::path(args_.mmproj);
+  load_options.pool = pool_.get();  // converts GGUF types without a kernel, quantizes
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {
     load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");

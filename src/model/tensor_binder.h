@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/weight_conversion.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
@@ -28,6 +29,13 @@ class TensorBinder {
                std::vector<std::shared_ptr<const void>>* owned,
                const std::map<std::string, DType>* stored = nullptr)
       : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned), stored_(stored) {}
+
+  // Storage-only block types (model/weight_conversion.h) convert through `pool`, counted in
+  // `tally`; without this call they convert serially and uncounted.
+  void convert_storage_types(ThreadPool* pool, WeightConversionTally* tally) {
+    pool_ = pool;
+    tally_ = tally;
+  }
 
   const TensorView* find(const std::string& name) {
     const TensorView* v = ckpt_.find(prefix_ + name);
@@ -63,6 +71,7 @@ class TensorBinder {
     const TensorView& v = require(name);
     if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
     check_shape(v, shape);
+    if (dtype_is_storage_only(v.dtype)) return converted(v);
     if (!dtype_is_quantized(v.dtype)) check_float(v);  // block rows (GGUF) bind as they are
     return as_matrix(v);
   }
@@ -72,6 +81,7 @@ class TensorBinder {
     if (!v) return {};
     if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
     check_shape(*v, shape);
+    if (dtype_is_storage_only(v->dtype)) return converted(*v);
     if (!dtype_is_quantized(v->dtype)) check_float(*v);
     return as_matrix(*v);
   }
@@ -149,6 +159,12 @@ class TensorBinder {
     return m;
   }
 
+  WeightMatrix converted(const TensorView& v) {
+    const int64_t cols = v.shape.back();
+    return convert_for_kernels(v, v.numel() / std::max<int64_t>(cols, 1), cols, owned_, pool_,
+                               tally_);
+  }
+
   std::optional<DType> stored_type(const TensorView& v) const {
     if (!stored_) return std::nullopt;
     auto it = stored_->find(v.name);
@@ -185,6 +201,8 @@ class TensorBinder {
   std::vector<std::shared_ptr<const void>>* owned_;
   const std::map<std::string, DType>* stored_;
   std::set<std::string> used_;
+  ThreadPool* pool_ = nullptr;
+  WeightConversionTally* tally_ = nullptr;
 };
 
 }  // namespace gemmaserve

@@ -185,6 +185,8 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   }
   w.config.tensor_prefix = prefix;
   TensorBinder b(*ckpt, prefix, &w.owned_buffers, stored ? &stored->tensors : nullptr);
+  WeightConversionTally conversions;
+  b.convert_storage_types(options.pool, &conversions);
   const int64_t H = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   const int64_t P = c.hidden_size_per_layer_input;
   const int64_t nH = c.num_attention_heads;
@@ -199,6 +201,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     }
   } else {
     TensorBinder top(*ckpt, "", &w.owned_buffers, stored ? &stored->tensors : nullptr);
+    top.convert_storage_types(options.pool, &conversions);
     w.lm_head = top.matrix("lm_head.weight", {V, H});
   }
   if (P > 0) {
@@ -269,6 +272,8 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   const auto* stored_names = stored ? &stored->tensors : nullptr;
   TensorBinder tower(*ckpt, "model.vision_tower.", &w.owned_buffers, stored_names);
   TensorBinder embed(*ckpt, "model.embed_vision.", &w.owned_buffers, stored_names);
+  tower.convert_storage_types(options.pool, &conversions);
+  embed.convert_storage_types(options.pool, &conversions);
   // Under tensor parallelism rank 0 alone runs the vision tower (the step plan carries its rows).
   const bool runs_vision = options.tensor_parallel_rank == 0;
   if (w.config.vision && runs_vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
@@ -302,6 +307,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     GS_LOG_WARNING << "ignoring " << unknown.size() << " unexpected tensors, e.g. '"
                    << unknown.front() << "'";
   }
+  log_weight_conversions(conversions);
   if (stored) w.quantization = stored->type;
   if (options.tensor_parallel_size > 1) {
     shard_for_tensor_parallel(w, options.tensor_parallel_rank, options.tensor_parallel_size,
