@@ -5,7 +5,8 @@
 namespace gemmaserve {
 namespace {
 
-// Nibble of a word holding output column 8c + o: AutoAWQ packs columns [0, 2, 4, 6, 1, 3, 5, 7].
+// AutoAWQ packs output columns 8c + [0, 2, 4, 6, 1, 3, 5, 7] into nibbles 0..7 of word c.
+constexpr int kColumnOfNibble[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 constexpr int kNibbleOfColumn[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 class AwqLinear final : public PackedLinear {
@@ -30,8 +31,15 @@ class AwqLinear final : public PackedLinear {
     const int64_t N = rows(), K = cols(), G = groups(), words = N / 8;
     if (codes) {
       for (int64_t k = 0; k < K; ++k) {
-        for (int64_t i = 0; i < count; ++i) {
-          codes[i * K + k] = nibble(qweight_, k * words, n0 + i);
+        for (int64_t c = n0 / 8; c < (n0 + count + 7) / 8; ++c) {
+          const auto word =
+              static_cast<uint32_t>(i32_at(qweight_, static_cast<size_t>(k * words + c)));
+          for (int j = 0; j < 8; ++j) {
+            const int64_t n = 8 * c + kColumnOfNibble[j];
+            if (n >= n0 && n < n0 + count) {
+              codes[(n - n0) * K + k] = static_cast<uint8_t>((word >> (4 * j)) & 15u);
+            }
+          }
         }
       }
     }

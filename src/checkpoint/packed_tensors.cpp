@@ -67,6 +67,12 @@ std::optional<std::string> config_string(const QuantizationConfig& c,
 
 bool regex_match_prefix(const std::string& pattern, const std::string& name,
                         const std::string& where) {
+  // std::regex recurses per character: bound what it sees (real names are < 200 characters).
+  constexpr size_t kMaxLength = 1024;
+  if (pattern.size() > kMaxLength || name.size() > kMaxLength) {
+    throw InputError(where + ": pattern or module name longer than " + std::to_string(kMaxLength) +
+                     " characters");
+  }
   try {
     const std::regex re(pattern, std::regex::ECMAScript);
     return std::regex_search(name, re, std::regex_constants::match_continuous);

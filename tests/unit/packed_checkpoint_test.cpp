@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "kernels/cpu/quant.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "test_support.h"
 
@@ -269,6 +271,25 @@ TEST(PackedCheckpoint, MoeExpertsAreFusedInOneDtype) {
   EXPECT_EQ(0, std::memcmp(fused + 3 * c.moe_intermediate_size * row, up->data, up->nbytes));
 }
 
+// Under tensor parallelism a rank keeps its slices of the converted matrices (the buffers
+// they point into stay owned by its weights).
+TEST(PackedCheckpoint, TensorParallelRankHoldsSlicesOfTheConvertedMatrices) {
+  const fs::path dir = packed_dir("dense-awq-w4-g16");
+  const ModelWeights whole = load_model_weights(dir);
+  WeightLoadOptions opt;
+  opt.tensor_parallel_rank = 1;
+  opt.tensor_parallel_size = 2;
+  const ModelWeights part = load_model_weights(dir, nullptr, opt);
+  const WeightMatrix &a = whole.layers[0].q_proj, &b = part.layers[0].q_proj;
+  ASSERT_EQ(b.dtype, DType::kQ8_0);
+  ASSERT_EQ(b.rows * 2, a.rows);
+  const size_t row = dtype_row_bytes(a.dtype, a.cols);
+  EXPECT_EQ(0, std::memcmp(b.data, static_cast<const std::byte*>(a.data) + b.rows * row,
+                           static_cast<size_t>(b.rows) * row));
+  EXPECT_EQ(part.layers[0].o_proj.cols * 2, whole.layers[0].o_proj.cols);
+  EXPECT_LT(held_weight_bytes(part), held_weight_bytes(whole) * 6 / 10);
+}
+
 // --- bad input -------------------------------------------------------------------------------
 
 // A copy of a fixture with its config and tensors edited.
@@ -470,6 +491,21 @@ TEST(PackedCheckpointFlag, VllmMethodNamesNameTheCheckpointsOwnMethod) {
                 ": --quantization compressed-tensors names the checkpoint's quantization method, "
                 "but the checkpoint is not quantized (drop the flag, or pass q8_0, q4_0 or q4_k to "
                 "quantize it at load)");
+}
+
+TEST(PackedCheckpointCli, GenerateServesAPackedCheckpointAndQuantizeRefusesIt) {
+  const std::string cli = testing::cli_binary().string();
+  const std::string dir = packed_dir("moe-ct-w4a16-g16-sym").string();
+  testing::CommandResult r = testing::run_command(
+      cli + " generate " + dir + " --prompt-ids 2,10,20 --max-tokens 4 --quantization " +
+      "compressed-tensors 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 3) << r.out;
+  TempDir tmp;
+  r = testing::run_command(cli + " quantize " + dir + " " + (tmp.path() / "q").string() +
+                           " --type q8_0 2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(dir + ": checkpoint is already quantized"), std::string::npos) << r.out;
 }
 
 }  // namespace
