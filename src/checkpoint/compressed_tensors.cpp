@@ -292,7 +292,8 @@ PackedPlan plan_compressed_tensors(const Checkpoint& base, const QuantizationCon
           packed_tensor(base, module + ".weight_shape", {DType::kI64, DType::kI32}, {2},
                         "the unpacked [out, in] shape");
       K = int_at(shape, 1);
-      if (int_at(shape, 0) != N || K <= 0 || ceil_div(K, per) != l.packed->shape[1]) {
+      if (int_at(shape, 0) != N || K <= 0 || K > l.packed->shape[1] * per ||
+          ceil_div(K, per) != l.packed->shape[1]) {
         throw InputError(file + ": tensor '" + module + ".weight_shape' holds [" +
                          std::to_string(int_at(shape, 0)) + ", " + std::to_string(K) +
                          "], which disagrees with '" + module + ".weight_packed' " +

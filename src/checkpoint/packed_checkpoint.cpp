@@ -193,7 +193,7 @@ std::map<std::string, std::shared_ptr<const void>> PackedCheckpoint::take_built_
 
 std::string PackedSummary::text() const {
   struct Count {
-    int exact = 0, rerounded = 0;
+    int exact = 0, inexact = 0;
   };
   std::map<DType, Count> by_dtype;
   std::map<std::string, int> reasons;
@@ -201,7 +201,7 @@ std::string PackedSummary::text() const {
   size_t before = 0, after = 0;
   for (const PackedModuleReport& m : modules) {
     Count& c = by_dtype[m.dtype];
-    (m.exact ? c.exact : c.rerounded) += 1;
+    (m.exact ? c.exact : c.inexact) += 1;
     if (!m.reason.empty()) ++reasons[m.reason];
     if (!m.exact) worst = std::max(worst, m.max_rel_error);
     before += m.packed_bytes;
@@ -210,15 +210,15 @@ std::string PackedSummary::text() const {
   std::string s = method + ": " + std::to_string(modules.size()) + " packed modules ->";
   const char* sep = " ";
   for (const auto& [dtype, c] : by_dtype) {
-    s += sep + std::string(dtype_name(dtype)) + " " + std::to_string(c.exact + c.rerounded) + " (";
+    s += sep + std::string(dtype_name(dtype)) + " " + std::to_string(c.exact + c.inexact) + " (";
     if (c.exact) s += std::to_string(c.exact) + " exact";
-    if (c.exact && c.rerounded) s += ", ";
-    if (c.rerounded) s += std::to_string(c.rerounded) + " re-rounded";
+    if (c.exact && c.inexact) s += ", ";
+    if (c.inexact) s += std::to_string(c.inexact) + " inexact";
     s += ")";
     sep = ", ";
   }
   if (!reasons.empty()) {
-    s += "; not copied as Q4_0/Q8_0:";
+    s += "; because";
     sep = " ";
     for (const auto& [why, n] : reasons) {
       s += sep + why + " (" + std::to_string(n) + ")";
@@ -227,7 +227,7 @@ std::string PackedSummary::text() const {
   }
   if (worst > 0.0) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "; re-rounded max relative error %.2e", worst);
+    std::snprintf(buf, sizeof buf, "; inexact ones' max relative error %.2e", worst);
     s += buf;
   }
   char secs[32];

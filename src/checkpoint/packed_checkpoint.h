@@ -50,8 +50,8 @@ struct PackedSummary {
   std::string method;
   std::vector<PackedModuleReport> modules;  // in name order
   double seconds = 0.0;
-  // One line: modules per dtype, exact and re-rounded, why, the worst re-rounding error, bytes
-  // before and after.
+  // One line: modules per dtype, exact and not, why, the worst error of the inexact ones,
+  // bytes before and after.
   std::string text() const;
 };
 

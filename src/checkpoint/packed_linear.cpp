@@ -105,9 +105,10 @@ bool scales_f16_exact(const PackedLinear& m) {
   return exact;
 }
 
-// Q8_0 blocks d = s, q = code - z; false (dst partly written) when some q - z leaves int8.
-bool write_q8_0_exact(const PackedLinear& m, const std::vector<int32_t>& gidx, std::byte* dst,
-                      int32_t* lo, int32_t* hi) {
+// Q8_0 blocks d = f16(s), q = code - z; false (dst partly written) when some q - z leaves int8
+// or a scale leaves f16's range.
+bool write_q8_0_copy(const PackedLinear& m, const std::vector<int32_t>& gidx, std::byte* dst,
+                     int32_t* lo, int32_t* hi) {
   const int64_t K = m.cols();
   const size_t row_bytes = dtype_row_bytes(DType::kQ8_0, K);
   bool fits = true;
@@ -125,6 +126,7 @@ bool write_q8_0_exact(const PackedLinear& m, const std::vector<int32_t>& gidx, s
       for (int64_t b = 0; b < K; b += kBlock, out += cpu::kQ8_0BlockBytes) {
         const int32_t g = gidx[static_cast<size_t>(b)];
         const uint16_t d = f32_to_f16(s[g]);
+        if (!std::isfinite(f16_to_f32(d))) return false;
         std::memcpy(out, &d, 2);
         auto* qo = reinterpret_cast<int8_t*>(out + 2);
         for (int64_t i = 0; i < kBlock; ++i) {
@@ -150,6 +152,25 @@ void repack_q8_0_as_q4_0(const std::byte* src, std::byte* dst, size_t blocks) {
       qs[i] = static_cast<uint8_t>((q[i] + 8) | ((q[i + 16] + 8) << 4));
     }
   }
+}
+
+// max |w' - w| / max |w| between the module's exact values and `data` (rows of `dtype`).
+double max_rel_error(const PackedLinear& m, const std::vector<int32_t>& gidx, DType dtype,
+                     const std::byte* data) {
+  const int64_t K = m.cols();
+  const size_t row_bytes = dtype_row_bytes(dtype, K);
+  std::vector<float> exact(static_cast<size_t>(K)), got(static_cast<size_t>(K));
+  double max_err = 0.0, max_abs = 0.0;
+  for_each_row(m, true, [&](int64_t n, const Tiles& t, int64_t r) {
+    row_f32(t, r, gidx.data(), K, exact.data());
+    cpu::dequantize_row(dtype, data + static_cast<size_t>(n) * row_bytes, got.data(), K);
+    for (int64_t k = 0; k < K; ++k) {
+      const double x = exact[static_cast<size_t>(k)];
+      max_abs = std::max(max_abs, std::fabs(x));
+      max_err = std::max(max_err, std::fabs(got[static_cast<size_t>(k)] - x));
+    }
+  });
+  return max_abs > 0 ? max_err / max_abs : 0.0;
 }
 
 }  // namespace
@@ -186,12 +207,14 @@ ConvertedLinear PackedLinear::convert(bool as_f32) const {
   std::vector<int32_t> gidx(K);
   group_index(gidx.data());
   out.reason = block_group_problem(gidx);
-  if (out.reason.empty() && !scales_f16_exact(*this)) out.reason = "scales not exact in f16";
   const size_t q8_bytes = N * dtype_row_bytes(DType::kQ8_0, cols_);
   std::shared_ptr<std::byte[]> q8 = allocate(q8_bytes);
   if (out.reason.empty()) {
+    // A scale that is no f16 value is rounded to one: its group's weights move by at most
+    // 2^-11 of themselves (far less than re-rounding moves them), and the module keeps its size.
+    const bool f16_scales = scales_f16_exact(*this);
     int32_t lo = 0, hi = 0;
-    if (write_q8_0_exact(*this, gidx, q8.get(), &lo, &hi)) {
+    if (write_q8_0_copy(*this, gidx, q8.get(), &lo, &hi)) {
       if (lo >= -8 && hi <= 7) {
         out.dtype = DType::kQ4_0;
         out.nbytes = N * dtype_row_bytes(DType::kQ4_0, cols_);
@@ -202,11 +225,16 @@ ConvertedLinear PackedLinear::convert(bool as_f32) const {
         out.nbytes = q8_bytes;
         out.data = std::move(q8);
       }
+      if (!f16_scales) {
+        out.exact = false;
+        out.reason = "scales rounded to f16";
+        out.max_rel_error = max_rel_error(*this, gidx, out.dtype, out.data.get());
+      }
       return out;
     }
-    out.reason = "q - zero point outside [-128, 127]";
+    out.reason = f16_scales ? "q - zero point outside [-128, 127]" : "scales beyond f16's range";
   }
-  // Re-rounded: the exact f32 row through the project's own Q8_0 quantizer.
+  // Re-rounded: the exact f32 rows through the project's own Q8_0 quantizer.
   out.dtype = DType::kQ8_0;
   out.exact = false;
   out.nbytes = q8_bytes;

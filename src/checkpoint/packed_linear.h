@@ -18,11 +18,12 @@ namespace gemmaserve {
 struct ConvertedLinear {
   DType dtype = DType::kF32;
   // True when dequantizing `data` gives every s * (q - z) bit for bit (Q4_0 / Q8_0 holding the
-  // codes and scales as they are, or F32); false for Q8_0 re-rounded by cpu::quantize_row.
+  // codes and scales as they are, or F32); false for Q8_0 re-rounded by cpu::quantize_row and
+  // for copies whose scales were rounded to f16.
   bool exact = true;
   // Why the module is not a Q4_0 / Q8_0 copy of its codes ("" when it is).
   std::string reason;
-  // Re-rounded only: max |w' - w| / max |w| over the module.
+  // Not exact only: max |w' - w| / max |w| over the module.
   double max_rel_error = 0.0;
   std::shared_ptr<std::byte[]> data;  // rows() rows of dtype, row after row
   size_t nbytes = 0;
@@ -61,9 +62,10 @@ class PackedLinear {
 
   // The dtype the kernels run this module in: rows that are not whole 32-element blocks -> F32
   // (exact); every 32-column block inside one group, every scale exact in f16 and q - z within
-  // [-8, 7] -> Q4_0, within [-128, 127] -> Q8_0 (both exact: d = s, the integers as they are);
-  // otherwise Q8_0 re-rounded from the exact f32 values by cpu::quantize_row. `as_f32`: F32
-  // always (exact, 4 bytes a weight: for checking a checkpoint against a float reference).
+  // [-8, 7] -> Q4_0, within [-128, 127] -> Q8_0 (both exact: d = s, the integers as they are;
+  // with scales that are no f16 values the same, d rounded to f16, not exact); otherwise Q8_0
+  // re-rounded from the exact f32 values by cpu::quantize_row. `as_f32`: F32 always (exact, 4
+  // bytes a weight: for checking a checkpoint against a float reference).
   ConvertedLinear convert(bool as_f32 = false) const;
 
  private:

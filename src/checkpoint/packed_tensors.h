@@ -85,7 +85,7 @@ void check_group_index(const TensorView& g_idx, int64_t groups);
 // ASCII lower case ("GEMM" -> "gemm").
 std::string ascii_lower(std::string s);
 
-// ceil(a / b) for a >= 0, b > 0.
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// ceil(a / b) for a >= 0, b > 0, without overflow (b may come from a config).
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 }  // namespace gemmaserve
