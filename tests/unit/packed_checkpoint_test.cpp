@@ -456,6 +456,12 @@ TEST(PackedCheckpointErrors, NonFiniteScaleAndOutOfRangeGroupIndex) {
                                  "[0, 4)");
 }
 
+TEST(PackedCheckpointErrors, UnknownPackedWeightsSetting) {
+  const ScopedEnv bad("GEMMASERVE_PACKED_WEIGHTS", "bf16");
+  EXPECT_EQ(open_error(packed_dir("dense-awq-w4-g16")),
+            "GEMMASERVE_PACKED_WEIGHTS: unknown value 'bf16' (expected auto or f32)");
+}
+
 // --- --quantization --------------------------------------------------------------------------
 
 TEST(PackedCheckpointFlag, VllmMethodNamesNameTheCheckpointsOwnMethod) {
