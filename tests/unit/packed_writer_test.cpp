@@ -33,7 +33,7 @@ using testing::TempDir;
 // --- the writer ------------------------------------------------------------------------------
 
 struct Scheme {
-  std::string method;  // "gptq", "gptq_v2", "awq", "ct"
+  std::string method;  // "gptq", "gptq_v2", "awq", "ct" (pack-quantized), "ct-int" (int8)
   int bits = 4;
   int group = 128;  // 0: one group per row (channel)
   bool sym = true;
@@ -62,7 +62,7 @@ Quantized quantize(const std::vector<float>& w, int64_t N, int64_t K, const Sche
   Quantized m;
   m.N = N;
   m.K = K;
-  const int64_t group = sc.group == 0 ? K : sc.group;
+  const int64_t group = sc.group <= 0 ? K : sc.group;  // 0: channel, -1: GPTQ's one group
   m.G = (K + group - 1) / group;
   std::vector<int64_t> order(static_cast<size_t>(K));
   std::iota(order.begin(), order.end(), 0);
@@ -217,6 +217,20 @@ std::vector<Out> pack_ct(const std::string& m, const Quantized& x, const Scheme&
           tensor(m + ".weight_shape", DType::kI64, {2}, std::vector<int64_t>{x.N, x.K})};
 }
 
+// compressed-tensors int-quantized: `weight` int8 [N, K] holding the signed q (our code -
+// 128), weight_scale [N, G], asymmetric: weight_zero_point int8 [N, G] holding the signed zp.
+std::vector<Out> pack_ct_int8(const std::string& m, const Quantized& x, const Scheme& sc) {
+  std::vector<int8_t> q(x.q.size()), zp(x.z.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(static_cast<int>(x.q[i]) - 128);
+  for (size_t i = 0; i < zp.size(); ++i) {
+    zp[i] = static_cast<int8_t>(static_cast<int>(x.z[i]) - 128);
+  }
+  std::vector<Out> out = {tensor(m + ".weight", DType::kI8, {x.N, x.K}, q),
+                          scales(m + ".weight_scale", sc.scale_dtype, {x.N, x.G}, x.s)};
+  if (!sc.sym) out.push_back(tensor(m + ".weight_zero_point", DType::kI8, {x.N, x.G}, zp));
+  return out;
+}
+
 json quantization_config(const Scheme& sc) {
   if (sc.method == "awq") {
     return {{"quant_method", "awq"},
@@ -225,7 +239,7 @@ json quantization_config(const Scheme& sc) {
             {"version", "gemm"},
             {"zero_point", true}};
   }
-  if (sc.method == "ct") {
+  if (sc.method == "ct" || sc.method == "ct-int") {
     json weights = {{"num_bits", sc.bits},
                     {"type", "int"},
                     {"symmetric", sc.sym},
@@ -233,7 +247,7 @@ json quantization_config(const Scheme& sc) {
                     {"dynamic", false}};
     if (sc.group) weights["group_size"] = sc.group;
     return {{"quant_method", "compressed-tensors"},
-            {"format", "pack-quantized"},
+            {"format", sc.method == "ct" ? "pack-quantized" : "int-quantized"},
             {"config_groups",
              {{"group_0",
                {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}}}}},
@@ -272,9 +286,10 @@ std::map<std::string, Quantized> write_packed(const fs::path& base, const fs::pa
     std::memcpy(w.data(), v.data, v.nbytes);
     const std::string module = name.substr(0, name.size() - std::string(".weight").size());
     Quantized q = quantize(w, v.shape[0], v.shape[1], sc, seed++);
-    const std::vector<Out> outs = sc.method == "awq"  ? pack_awq(module, q)
-                                  : sc.method == "ct" ? pack_ct(module, q, sc)
-                                                      : pack_gptq(module, q, sc);
+    const std::vector<Out> outs = sc.method == "awq"      ? pack_awq(module, q)
+                                  : sc.method == "ct"     ? pack_ct(module, q, sc)
+                                  : sc.method == "ct-int" ? pack_ct_int8(module, q, sc)
+                                                          : pack_gptq(module, q, sc);
     for (const Out& o : outs) packed.add(o.name, o.dtype, o.shape, o.bytes.data(), o.bytes.size());
     exact.add(name, DType::kF32, v.shape, q.deq.data(), q.deq.size() * 4);
     modules.emplace(module, std::move(q));
@@ -437,6 +452,21 @@ TEST_F(PackedWriter, CompressedTensorsW4A16Group32IsQ4_0) {
 
 TEST_F(PackedWriter, CompressedTensorsW8A16ChannelIsQ8_0) {
   check_variant(base(), {"ct", 8, 0, true, false, DType::kBF16}, kQ8_0Exact);
+}
+
+TEST_F(PackedWriter, Gptq8BitOneGroupIsQ8_0) {
+  check_variant(base(), {"gptq", 8, -1, true, false, DType::kF16}, kQ8_0Exact);
+}
+
+TEST_F(PackedWriter, CompressedTensorsInt8ChannelIsQ8_0) {
+  check_variant(base(), {"ct-int", 8, 0, true, false, DType::kBF16}, kQ8_0Exact);
+}
+
+// Asymmetric 8-bit: q - z spans up to [-255, 255], so the rows are re-rounded.
+TEST_F(PackedWriter, CompressedTensorsInt8AsymmetricGroup32IsReRounded) {
+  check_variant(base(), {"ct-int", 8, 32, false, false, DType::kBF16}, [](const Quantized&) {
+    return Expect{DType::kQ8_0, false};
+  });
 }
 
 // f32 scales are not f16 values: the codes are still copied as Q4_0, each scale rounded to f16
