@@ -82,7 +82,8 @@ class LLM:
         mmproj: The vision projector GGUF of a GGUF model (llama-server's ``--mmproj``).
         dtype: Accepted for vLLM compatibility; gemmaserve computes in float32 from the
             checkpoint's weights (see ``cpu_matmul_precision``). Other values are logged.
-        quantization: None, "q8_0", "q4_0" or "q4_k" (applied at load).
+        quantization: None, "q8_0", "q4_0" or "q4_k" (applied at load), or the checkpoint's
+            own method as vLLM names it ("gptq", "awq", "compressed-tensors": checked).
         max_model_len: Context length; default the config's.
         max_num_seqs: Sequences per step (256).
         max_num_batched_tokens: Token budget of a step (2048).

@@ -52,7 +52,7 @@ int run(const fs::path& in, const fs::path& out, DType type, int threads, uint64
   }
   const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(in);
   const ModelConfig config = parse_model_config(ckpt->config(), ckpt->config_source());
-  if (stored_quantization(config.raw, ckpt->config_source())) {
+  if (stored_quantization(config.raw, ckpt->config_source()) || !ckpt->quant_method().empty()) {
     throw InputError(in.string() + ": checkpoint is already quantized; quantize the original");
   }
   // The text prefix, found like the loader does.

@@ -224,6 +224,7 @@ class Gemma4GgufCheckpoint final : public Checkpoint {
   Gemma4GgufCheckpoint(const fs::path& model, const std::optional<fs::path>& mmproj);
 
   std::string_view format() const override { return "gguf"; }
+  std::string_view quant_method() const override { return "gguf"; }  // vLLM's name for it
   const fs::path& path() const override { return path_; }
   const json& config() const override { return config_; }
   const std::string& config_source() const override { return config_source_; }

@@ -68,22 +68,24 @@ class TensorBinder {
   }
 
   WeightMatrix matrix(const std::string& name, std::vector<int64_t> shape) {
-    const TensorView& v = require(name);
-    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
-    check_shape(v, shape);
-    if (dtype_is_storage_only(v.dtype)) return converted(v);
-    if (!dtype_is_quantized(v.dtype)) check_float(v);  // block rows (GGUF) bind as they are
-    return as_matrix(v);
+    return bind_matrix(require(name), shape);
   }
 
   WeightMatrix optional_matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* v = find(name);
-    if (!v) return {};
-    if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
-    check_shape(*v, shape);
-    if (dtype_is_storage_only(v->dtype)) return converted(*v);
-    if (!dtype_is_quantized(v->dtype)) check_float(*v);
-    return as_matrix(*v);
+    return v ? bind_matrix(*v, shape) : WeightMatrix{};
+  }
+
+  // A float matrix, or one listed in a block-quantized dtype (Q8_0, Q4_0, Q4_K: a packed
+  // checkpoint's converted module, a GGUF tensor) with its element shape [..., cols] and
+  // rows of cols / block blocks.
+  WeightMatrix bind_matrix(const TensorView& v, const std::vector<int64_t>& shape) {
+    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
+    check_shape(v, shape);
+    if (dtype_is_quantized(v.dtype)) return block_matrix(v);
+    if (dtype_is_storage_only(v.dtype)) return converted(v);
+    check_float(v);
+    return as_matrix(v);
   }
 
   std::vector<float> vector(const std::string& name, int64_t n) {
@@ -163,6 +165,24 @@ class TensorBinder {
     const int64_t cols = v.shape.back();
     return convert_for_kernels(v, v.numel() / std::max<int64_t>(cols, 1), cols, owned_, pool_,
                                tally_);
+  }
+
+  WeightMatrix block_matrix(const TensorView& v) {
+    const int64_t cols = v.shape.empty() ? 0 : v.shape.back();
+    const int64_t rows = cols > 0 ? v.numel() / cols : 0;
+    if (cols <= 0 || cols % dtype_block_elems(v.dtype) != 0 ||
+        v.nbytes != static_cast<size_t>(rows) * dtype_row_bytes(v.dtype, cols)) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' of shape " + v.shape_string() +
+                       " is not whole " + dtype_name(v.dtype) + " rows (" +
+                       std::to_string(v.nbytes) + " bytes)");
+    }
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = v.dtype;
+    m.data = v.data;  // blocks are read bytewise: no alignment needed
+    m.cols = cols;
+    m.rows = rows;
+    return m;
   }
 
   std::optional<DType> stored_type(const TensorView& v) const {
