@@ -270,7 +270,6 @@ TEST(GgufModel, MmprojTowerEncodesLikeTheCheckpoint) {
   auto from_hf = golden::load_model(golden::golden_dir() / "models" / "vision", 2);
   const VisionConfig& v = *from_hf->config().vision;
   const int side = 8, patch = 3 * v.patch_size * v.patch_size;
-  ImagePatches image;
   std::vector<float> pixels(static_cast<size_t>(side * side * patch));
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 37) % 101) / 100;
   std::vector<int32_t> positions;
