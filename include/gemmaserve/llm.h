@@ -49,8 +49,9 @@ struct EngineArgs {
   std::string override_generation_config;  // JSON object merged over it; empty = none
   uint64_t seed = 0;                       // draws the seeds of requests without their own
   bool show_progress = true;               // progress bar on stderr for large checkpoints
-  // Weight quantization applied at load: "" (none), "q8_0", "q4_0" or "q4_k" (vLLM's
-  // --quantization names its methods; these are gemmaserve's). See docs/QUANTIZATION.md.
+  // Weight quantization applied at load: "" (none), "q8_0", "q4_0" or "q4_k"; or vLLM's name
+  // of a quantized checkpoint's own method ("gptq", "awq", "compressed-tensors", "gguf", the
+  // *_marlin spellings), checked against the checkpoint. See docs/QUANTIZATION.md.
   std::string quantization;
   // Activations of bf16 weight matrices: "f32" (default; golden-accurate) or "bf16" (rounded
   // for AVX512_BF16 dot products, about twice the prefill rate where the CPU has them).

@@ -76,11 +76,14 @@ class LLM:
     and every ``generate`` / ``chat`` call runs its prompts as one batch on the engine.
 
     Args:
-        model: A Hugging Face checkpoint folder (Gemma 4).
+        model: A Hugging Face checkpoint folder (Gemma 4), a Gemma 4 GGUF file (first part of a
+            split one) or a folder of GGUF files.
         tokenizer: A tokenizer.json, GGUF vocabulary or folder; default: the model's.
+        mmproj: The vision projector GGUF of a GGUF model (llama-server's ``--mmproj``).
         dtype: Accepted for vLLM compatibility; gemmaserve computes in float32 from the
             checkpoint's weights (see ``cpu_matmul_precision``). Other values are logged.
-        quantization: None, "q8_0", "q4_0" or "q4_k" (applied at load).
+        quantization: None, "q8_0", "q4_0" or "q4_k" (applied at load), or the checkpoint's
+            own method as vLLM names it ("gptq", "awq", "compressed-tensors": checked).
         max_model_len: Context length; default the config's.
         max_num_seqs: Sequences per step (256).
         max_num_batched_tokens: Token budget of a step (2048).
@@ -115,7 +118,8 @@ class LLM:
         ValueError: a bad checkpoint or argument (the engine's message).
     """
 
-    def __init__(self, model: str, *, tokenizer: Optional[str] = None, dtype: str = "auto",
+    def __init__(self, model: str, *, tokenizer: Optional[str] = None,
+                 mmproj: Optional[str] = None, dtype: str = "auto",
                  quantization: Optional[str] = None, max_model_len: Optional[int] = None,
                  max_num_seqs: Optional[int] = None,
                  max_num_batched_tokens: Optional[int] = None,
@@ -138,7 +142,8 @@ class LLM:
         args: Dict[str, Any] = {"model": str(model), "kv_cache_dtype": kv_cache_dtype,
                                 "generation_config": generation_config}
         optional = {
-            "tokenizer": tokenizer, "quantization": quantization, "max_model_len": max_model_len,
+            "tokenizer": tokenizer, "mmproj": mmproj, "quantization": quantization,
+            "max_model_len": max_model_len,
             "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
             "enable_prefix_caching": enable_prefix_caching,
             "kv_cache_memory_bytes": kv_cache_memory_bytes,
@@ -149,7 +154,7 @@ class LLM:
             "mm_processor_cache_gb": mm_processor_cache_gb,
             "structured_outputs_cache_gb": structured_outputs_cache_gb,
         }
-        args.update({k: (str(v) if k == "tokenizer" else v)
+        args.update({k: (str(v) if k in ("tokenizer", "mmproj") else v)
                      for k, v in optional.items() if v is not None})
         if override_generation_config:
             args["override_generation_config"] = json.dumps(override_generation_config)

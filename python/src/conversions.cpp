@@ -70,6 +70,8 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       get(a.model);
     } else if (key == "tokenizer") {
       get(a.tokenizer);
+    } else if (key == "mmproj") {
+      get(a.mmproj);
     } else if (key == "threads") {
       get(a.threads);
     } else if (key == "max_model_len") {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "checkpoint/packed_checkpoint.h"
 #include "core/error.h"
 #include "kernels/cpu/quant.h"
 
@@ -81,10 +82,13 @@ std::optional<StoredQuantization> stored_quantization(const nlohmann::json& conf
     return InputError(msg);
   };
   if (!it->is_object()) throw bad("must be an object");
-  const std::string method = it->value("quant_method", "");
+  const auto m = it->find("quant_method");
+  const std::string method = m != it->end() && m->is_string() ? m->get<std::string>() : "";
+  // GPTQ, AWQ and compressed-tensors folders open as a PackedCheckpoint (packed_checkpoint.h).
+  if (!packed_method_name(method).empty()) return std::nullopt;
   if (method != kQuantMethod) {
-    throw bad("quant_method '" + method +
-              "' is not supported (only gemmaserve's own: " + kQuantMethod + ")");
+    throw bad("quant_method '" + method + "' is not supported (supported: " + kQuantMethod +
+              ", gptq, awq, compressed-tensors)");
   }
   StoredQuantization q;
   if (!it->contains("weight_type") || !(*it)["weight_type"].is_string()) {

@@ -44,8 +44,9 @@ std::optional<DType> block_fit_type(DType wanted, int64_t cols);
 std::string block_fit_note(const std::string& name, DType wanted, int64_t cols, DType float_dtype);
 
 // The stored quantization of a checkpoint from its config.json (raw JSON): tensor name -> dtype,
-// and the overall type; nullopt when not a gemmaserve-quantized checkpoint. InputError on a
-// malformed quantization_config.
+// and the overall type; nullopt when not a gemmaserve-quantized checkpoint (GPTQ, AWQ and
+// compressed-tensors ones included: packed_checkpoint.h reads those). InputError on a malformed
+// quantization_config or another quant_method.
 struct StoredQuantization {
   DType type = DType::kQ8_0;
   std::map<std::string, DType> tensors;  // full checkpoint names

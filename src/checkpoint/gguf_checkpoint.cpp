@@ -9,36 +9,6 @@
 namespace gemmaserve {
 namespace {
 
-// llama.cpp's ggml_type codes of the types a DType holds in the same layout.
-std::optional<DType> dtype_of_ggml_type(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 0:
-      return DType::kF32;
-    case 1:
-      return DType::kF16;
-    case 2:
-      return DType::kQ4_0;
-    case 8:
-      return DType::kQ8_0;
-    case 12:
-      return DType::kQ4_K;
-    case 24:
-      return DType::kI8;
-    case 25:
-      return DType::kI16;
-    case 26:
-      return DType::kI32;
-    case 27:
-      return DType::kI64;
-    case 28:
-      return DType::kF64;
-    case 30:
-      return DType::kBF16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // A metadata value as JSON; nullopt for string and nested arrays.
 std::optional<nlohmann::json> metadata_json(const GgufValue& v) {
   switch (v.type()) {
@@ -78,10 +48,10 @@ GgufCheckpoint::GgufCheckpoint(const std::filesystem::path& path)
   for (const GgufTensorInfo& info : file_.tensors()) {
     const std::optional<DType> dtype = dtype_of_ggml_type(info.ggml_type);
     if (!dtype) {
+      const std::optional<std::string_view> name = ggml_type_name(info.ggml_type);
       throw InputError(path.string() + ": tensor '" + info.name + "' has ggml type " +
-                       std::to_string(info.ggml_type) +
-                       ", which has no gemmaserve dtype (F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K, "
-                       "I8-I64)");
+                       std::to_string(info.ggml_type) + " (" +
+                       (name ? std::string(*name) : "unknown") + "), which gemmaserve cannot read");
     }
     for (uint64_t d : info.dims) {
       if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -94,7 +64,7 @@ GgufCheckpoint::GgufCheckpoint(const std::filesystem::path& path)
     t.dtype = *dtype;
     t.shape.assign(info.dims.rbegin(), info.dims.rend());  // GGUF lists the innermost first
     t.data = info.data;
-    t.nbytes = static_cast<size_t>(*info.byte_size);  // known for every type above
+    t.nbytes = static_cast<size_t>(*info.byte_size);  // known for every type with a DType
     t.file = path;
     tensors_.push_back(std::move(t));
   }

@@ -1,6 +1,6 @@
 // A GGUF file (llama.cpp's format; io/gguf.h parses it) as a checkpoint. Tensor names are the
 // file's own (llama.cpp's "blk.N.attn_q.weight"): mapping them to Hugging Face's names belongs to
-// the GGUF weight loader, which does not exist yet (today GGUF files give tokenizers only).
+// model/gemma4_gguf (Gemma 4's name and metadata map).
 #pragma once
 
 #include <filesystem>
@@ -17,8 +17,8 @@ namespace gemmaserve {
 
 class GgufCheckpoint final : public Checkpoint {
  public:
-  // Maps and parses the file; InputError for a tensor whose ggml type has no DType (types other
-  // than F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K and the integer ones).
+  // Maps and parses the file; InputError for a tensor whose ggml type has no DType (Q8_1, Q8_K
+  // and codes ggml does not define), naming the tensor and the type.
   explicit GgufCheckpoint(const std::filesystem::path& path);
 
   std::string_view format() const override { return "gguf"; }

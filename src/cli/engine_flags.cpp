@@ -116,8 +116,7 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     a.seed = static_cast<uint64_t>(seed);
   }
   if (auto v = p.get("--quantization")) {
-    a.quantization =
-        cpu::quantization_type_name(cpu::parse_quantization_type(*v, "--quantization"));
+    a.quantization = canonical_quantization_flag(*v, "--quantization");
   }
   if (auto v = p.get("--cpu-matmul-precision")) {
     a.cpu_matmul_precision =
@@ -174,7 +173,9 @@ const char* engine_flags_usage() {
          "  --generation-config auto|vllm|DIR sampling defaults source (default auto)\n"
          "  --override-generation-config JSON e.g. '{\"temperature\": 0.5}'\n"
          "  --seed N                          seeds requests that bring no seed (default 0)\n"
-         "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q)\n"
+         "  --quantization q8_0|q4_0|q4_k     quantize the weights at load (alias -q); vLLM's\n"
+         "                                   gptq, awq, compressed-tensors, gguf (and *_marlin)\n"
+         "                                   name the checkpoint's own method (checked)\n"
          "  --cpu-matmul-precision f32|bf16   activations of bf16 weight products: f32 (default)\n"
          "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n"
          "  --limit-mm-per-prompt JSON        most images per prompt, '{\"image\": 2}' (default:\n"

@@ -81,7 +81,7 @@ int run_safetensors(const Options& o) {
   const DType type = o.type;
   const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(o.in);
   const ModelConfig config = parse_model_config(ckpt->config(), ckpt->config_source());
-  if (stored_quantization(config.raw, ckpt->config_source())) {
+  if (stored_quantization(config.raw, ckpt->config_source()) || !ckpt->quant_method().empty()) {
     throw InputError(o.in.string() + ": checkpoint is already quantized; quantize the original");
   }
   const std::string prefix = find_text_prefix(*ckpt, config.tensor_prefix).value_or("");

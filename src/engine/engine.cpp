@@ -137,9 +137,10 @@ Engine::Engine(const EngineArgs& args)
     load_options.expert_parallel = args_.enable_expert_parallel;
   }
   if (!args_.mmproj.empty()) load_options.mmproj = fs::path(args_.mmproj);
+  load_options.pool = pool_.get();  // converts GGUF types without a kernel, quantizes
   std::unique_ptr<ProgressBar> quant_bar;
   if (!args_.quantization.empty()) {
-    load_options.quantization = cpu::parse_quantization_type(args_.quantization, "--quantization");
+    apply_quantization_flag(args_.quantization, "--quantization", &load_options);
     load_options.pool = pool_.get();
     load_options.quantize_progress = [&](size_t done, size_t total) {
       if (!quant_bar) {

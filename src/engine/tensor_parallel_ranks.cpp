@@ -40,7 +40,7 @@ void run_tensor_parallel_follower(EngineArgs args) {
   load.tensor_parallel_size = comm->size();
   load.expert_parallel = args.enable_expert_parallel;
   if (!args.quantization.empty()) {
-    load.quantization = cpu::parse_quantization_type(args.quantization, "--quantization");
+    apply_quantization_flag(args.quantization, "--quantization", &load);
     load.pool = pool.get();
   }
   ModelWeights weights = load_model_weights(args.model, nullptr, load);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -54,27 +55,91 @@ size_t scalar_size(uint32_t type) {
 
 bool known_type(uint32_t type) { return type <= static_cast<uint32_t>(GgufType::kFloat64); }
 
-// Block layout of the ggml tensor types whose layout is stable (llama.cpp's ggml_type codes).
-struct BlockLayout {
-  uint32_t ggml_type;
-  uint64_t elements;  // per block
-  uint64_t bytes;     // per block
+// llama.cpp's ggml_type codes (ggml.h). Block sizes come from the DType; the two without one
+// (Q8_1, Q8_K: activation formats) carry theirs, the removed interleaved types none.
+struct GgmlType {
+  uint32_t code;
+  std::string_view name;
+  std::optional<DType> dtype;
+  uint64_t block_elems = 0;
+  uint64_t block_bytes = 0;
 };
-constexpr BlockLayout kBlockLayouts[] = {
-    {0, 1, 4},      {1, 1, 2},      {2, 32, 18},    {3, 32, 20},    {6, 32, 22},
-    {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},  {11, 256, 110},
-    {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
-    {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {30, 1, 2},
-};  // F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q2_K..Q8_K I8 I16 I32 I64 F64 BF16
+constexpr GgmlType kGgmlTypes[] = {
+    {0, "F32", DType::kF32},
+    {1, "F16", DType::kF16},
+    {2, "Q4_0", DType::kQ4_0},
+    {3, "Q4_1", DType::kQ4_1},
+    {4, "Q4_2", {}},
+    {5, "Q4_3", {}},
+    {6, "Q5_0", DType::kQ5_0},
+    {7, "Q5_1", DType::kQ5_1},
+    {8, "Q8_0", DType::kQ8_0},
+    {9, "Q8_1", {}, 32, 36},
+    {10, "Q2_K", DType::kQ2_K},
+    {11, "Q3_K", DType::kQ3_K},
+    {12, "Q4_K", DType::kQ4_K},
+    {13, "Q5_K", DType::kQ5_K},
+    {14, "Q6_K", DType::kQ6_K},
+    {15, "Q8_K", {}, 256, 292},
+    {16, "IQ2_XXS", DType::kIQ2_XXS},
+    {17, "IQ2_XS", DType::kIQ2_XS},
+    {18, "IQ3_XXS", DType::kIQ3_XXS},
+    {19, "IQ1_S", DType::kIQ1_S},
+    {20, "IQ4_NL", DType::kIQ4_NL},
+    {21, "IQ3_S", DType::kIQ3_S},
+    {22, "IQ2_S", DType::kIQ2_S},
+    {23, "IQ4_XS", DType::kIQ4_XS},
+    {24, "I8", DType::kI8},
+    {25, "I16", DType::kI16},
+    {26, "I32", DType::kI32},
+    {27, "I64", DType::kI64},
+    {28, "F64", DType::kF64},
+    {29, "IQ1_M", DType::kIQ1_M},
+    {30, "BF16", DType::kBF16},
+    {31, "Q4_0_4_4", {}},
+    {32, "Q4_0_4_8", {}},
+    {33, "Q4_0_8_8", {}},
+    {34, "TQ1_0", DType::kTQ1_0},
+    {35, "TQ2_0", DType::kTQ2_0},
+    {36, "IQ4_NL_4_4", {}},
+    {37, "IQ4_NL_4_8", {}},
+    {38, "IQ4_NL_8_8", {}},
+    {39, "MXFP4", DType::kMXFP4},
+    {40, "NVFP4", DType::kNVFP4},
+    {41, "Q1_0", DType::kQ1_0},
+    {42, "Q2_0", DType::kQ2_0},
+};
 
-const BlockLayout* ggml_block_layout(uint32_t ggml_type) {
-  for (const BlockLayout& l : kBlockLayouts) {
-    if (l.ggml_type == ggml_type) return &l;
+// Indexed by code.
+static_assert([] {
+  for (uint32_t i = 0; i < std::size(kGgmlTypes); ++i) {
+    if (kGgmlTypes[i].code != i) return false;
   }
-  return nullptr;
+  return true;
+}());
+
+const GgmlType* find_ggml_type(uint32_t code) {
+  return code < std::size(kGgmlTypes) ? &kGgmlTypes[code] : nullptr;
 }
 
 }  // namespace
+
+std::optional<DType> dtype_of_ggml_type(uint32_t ggml_type) {
+  const GgmlType* t = find_ggml_type(ggml_type);
+  return t != nullptr ? t->dtype : std::nullopt;
+}
+
+std::optional<uint32_t> ggml_type_of_dtype(DType dtype) {
+  for (const GgmlType& t : kGgmlTypes) {
+    if (t.dtype == dtype) return t.code;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> ggml_type_name(uint32_t ggml_type) {
+  const GgmlType* t = find_ggml_type(ggml_type);
+  return t != nullptr ? std::optional<std::string_view>(t->name) : std::nullopt;
+}
 
 std::string_view gguf_type_name(GgufType type) {
   constexpr std::string_view kNames[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
@@ -385,12 +450,16 @@ GgufFile::GgufFile(const std::filesystem::path& path) : file_(path) {
       }
       elements *= d;
     }
-    if (const BlockLayout* layout = ggml_block_layout(t.ggml_type)) {
-      if (elements % layout->elements != 0) {
-        p.fail("tensor '" + t.name + "' has " + std::to_string(elements) +
-               " elements, not a multiple of its block size " + std::to_string(layout->elements));
+    if (const GgmlType* type = find_ggml_type(t.ggml_type)) {
+      const uint64_t block = type->dtype ? dtype_block_elems(*type->dtype) : type->block_elems;
+      const uint64_t bytes = type->dtype ? dtype_size(*type->dtype) : type->block_bytes;
+      if (block != 0) {
+        if (elements % block != 0) {
+          p.fail("tensor '" + t.name + "' has " + std::to_string(elements) +
+                 " elements, not a multiple of its block size " + std::to_string(block));
+        }
+        t.byte_size = elements / block * bytes;
       }
-      t.byte_size = elements / layout->elements * layout->bytes;
     }
     const uint64_t size = t.byte_size.value_or(0);
     if (data_start > file_.size() || t.offset > file_.size() - data_start ||

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/mapped_file.h"
 
 namespace gemmaserve {
@@ -32,6 +33,15 @@ enum class GgufType : uint32_t {
 
 // "uint32", "string", "array", ...
 std::string_view gguf_type_name(GgufType type);
+
+// The DType holding a tensor of llama.cpp's ggml_type code in the same byte layout; nullopt for
+// codes ggml does not define and for the few it does that are no weight formats (Q8_1, Q8_K,
+// the removed interleaved Q4_0_4_4 ... IQ4_NL_8_8).
+std::optional<DType> dtype_of_ggml_type(uint32_t ggml_type);
+// The inverse; nullopt for U8 and BOOL, which ggml lacks.
+std::optional<uint32_t> ggml_type_of_dtype(DType dtype);
+// ggml's name of a type code, upper-cased ("Q6_K", "Q8_1", "Q4_0_4_4"); nullopt when unknown.
+std::optional<std::string_view> ggml_type_name(uint32_t ggml_type);
 
 // One metadata value. Strings point into the mapped file, so a value lives as long as its GgufFile.
 class GgufValue {
@@ -81,7 +91,8 @@ struct GgufTensorInfo {
   uint32_t ggml_type = 0;
   uint64_t offset = 0;  // relative to the data section
   const std::byte* data = nullptr;
-  std::optional<uint64_t> byte_size;  // known for the common ggml types only
+  std::optional<uint64_t> byte_size;  // known for every type ggml_type_name knows but the removed
+                                      // interleaved ones
 };
 
 class GgufFile {

@@ -144,6 +144,10 @@ void convert_checkpoint(const fs::path& src, const fs::path& dst, const Checkpoi
     throw InputError(dst.string() + ": conversion target is the source folder");
   }
   const std::shared_ptr<const Checkpoint> ckpt = open_model_checkpoint(src);
+  if (!ckpt->quant_method().empty()) {
+    throw InputError(src.string() + ": checkpoint is quantized with " +
+                     std::string(ckpt->quant_method()) + "; conversion takes float checkpoints");
+  }
   json config = ckpt->config();
   parse_model_config(config, ckpt->config_source());  // validates before writing
 

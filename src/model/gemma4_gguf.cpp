@@ -180,8 +180,10 @@ bool is_mmproj(const GgufFile& f) {
 constexpr std::array<std::string_view, 3> kEndMarkers = {"<turn|>", "<|tool_response>",
                                                          "<end_of_turn>"};
 
-// The token ids of multimodal markers and end markers, found by their text in the vocabulary.
-void add_vocabulary_ids(const GgufFile& f, json& top, json& text) {
+// The token ids of end markers and (with a vision tower) multimodal markers, found by their text
+// in the vocabulary. A text-only model keeps HF's default multimodal ids, as a text-only
+// checkpoint's config does: its prompts never hold image placeholders.
+void add_vocabulary_ids(const GgufFile& f, bool multimodal, json& top, json& text) {
   const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
   std::map<std::string_view, int64_t> ids;
   if (tokens && tokens->type() == GgufType::kArray && tokens->array_type() == GgufType::kString) {
@@ -194,7 +196,7 @@ void add_vocabulary_ids(const GgufFile& f, json& top, json& text) {
       {"<|audio>", "boa_token_id"},    {"<audio|>", "eoa_token_index"},
       {"<|video|>", "video_token_id"}};
   for (const auto& [piece, key] : markers) {
-    if (auto it = ids.find(piece); it != ids.end()) top[key] = it->second;
+    if (auto it = ids.find(piece); multimodal && it != ids.end()) top[key] = it->second;
   }
   auto id_key = [&](const char* key) -> std::optional<int64_t> {
     const GgufValue* v = f.find(key);
@@ -225,6 +227,7 @@ class Gemma4GgufCheckpoint final : public Checkpoint {
   Gemma4GgufCheckpoint(const fs::path& model, const std::optional<fs::path>& mmproj);
 
   std::string_view format() const override { return "gguf"; }
+  std::string_view quant_method() const override { return "gguf"; }  // vLLM's name for it
   const fs::path& path() const override { return path_; }
   const json& config() const override { return config_; }
   const std::string& config_source() const override { return config_source_; }
@@ -540,7 +543,7 @@ Gemma4GgufCheckpoint::Gemma4GgufCheckpoint(const fs::path& model,
               {"model_type", "gemma4"},
               {"audio_config", nullptr},
               {"vision_config", nullptr}};
-  add_vocabulary_ids(head, top, text);
+  add_vocabulary_ids(head, mmproj.has_value(), top, text);
   top["tie_word_embeddings"] = text["tie_word_embeddings"];
   if (mmproj) {
     files_.push_back(std::make_shared<GgufCheckpoint>(*mmproj));

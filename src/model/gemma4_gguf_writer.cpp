@@ -201,7 +201,7 @@ Gemma4GgufWriter::Impl::Impl(const fs::path& in_dir, const fs::path& model_file,
     throw InputError(in_dir.string() + ": is a GGUF model; quantize reads a Hugging Face folder");
   }
   config_ = parse_model_config(ckpt_->config(), ckpt_->config_source());
-  if (stored_quantization(config_.raw, ckpt_->config_source())) {
+  if (stored_quantization(config_.raw, ckpt_->config_source()) || !ckpt_->quant_method().empty()) {
     throw InputError(in_dir.string() + ": checkpoint is already quantized; quantize the original");
   }
   const std::optional<std::string> prefix = find_text_prefix(*ckpt_, config_.tensor_prefix);

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/weight_conversion.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
@@ -28,6 +29,13 @@ class TensorBinder {
                std::vector<std::shared_ptr<const void>>* owned,
                const std::map<std::string, DType>* stored = nullptr)
       : ckpt_(ckpt), prefix_(std::move(prefix)), owned_(owned), stored_(stored) {}
+
+  // Storage-only block types (model/weight_conversion.h) convert through `pool`, counted in
+  // `tally`; without this call they convert serially and uncounted.
+  void convert_storage_types(ThreadPool* pool, WeightConversionTally* tally) {
+    pool_ = pool;
+    tally_ = tally;
+  }
 
   const TensorView* find(const std::string& name) {
     const TensorView* v = ckpt_.find(prefix_ + name);
@@ -60,20 +68,24 @@ class TensorBinder {
   }
 
   WeightMatrix matrix(const std::string& name, std::vector<int64_t> shape) {
-    const TensorView& v = require(name);
-    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
-    check_shape(v, shape);
-    if (!dtype_is_quantized(v.dtype)) check_float(v);  // block rows (GGUF) bind as they are
-    return as_matrix(v);
+    return bind_matrix(require(name), shape);
   }
 
   WeightMatrix optional_matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* v = find(name);
-    if (!v) return {};
-    if (auto q = stored_type(*v)) return quantized_matrix(*v, *q, shape);
-    check_shape(*v, shape);
-    if (!dtype_is_quantized(v->dtype)) check_float(*v);
-    return as_matrix(*v);
+    return v ? bind_matrix(*v, shape) : WeightMatrix{};
+  }
+
+  // A float matrix, or one listed in a block-quantized dtype (Q8_0, Q4_0, Q4_K: a packed
+  // checkpoint's converted module, a GGUF tensor) with its element shape [..., cols] and
+  // rows of cols / block blocks.
+  WeightMatrix bind_matrix(const TensorView& v, const std::vector<int64_t>& shape) {
+    if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
+    check_shape(v, shape);
+    if (dtype_is_quantized(v.dtype)) return block_matrix(v);
+    if (dtype_is_storage_only(v.dtype)) return converted(v);
+    check_float(v);
+    return as_matrix(v);
   }
 
   std::vector<float> vector(const std::string& name, int64_t n) {
@@ -149,6 +161,30 @@ class TensorBinder {
     return m;
   }
 
+  WeightMatrix converted(const TensorView& v) {
+    const int64_t cols = v.shape.back();
+    return convert_for_kernels(v, v.numel() / std::max<int64_t>(cols, 1), cols, owned_, pool_,
+                               tally_);
+  }
+
+  WeightMatrix block_matrix(const TensorView& v) {
+    const int64_t cols = v.shape.empty() ? 0 : v.shape.back();
+    const int64_t rows = cols > 0 ? v.numel() / cols : 0;
+    if (cols <= 0 || cols % dtype_block_elems(v.dtype) != 0 ||
+        v.nbytes != static_cast<size_t>(rows) * dtype_row_bytes(v.dtype, cols)) {
+      throw InputError(v.file.string() + ": tensor '" + v.name + "' of shape " + v.shape_string() +
+                       " is not whole " + dtype_name(v.dtype) + " rows (" +
+                       std::to_string(v.nbytes) + " bytes)");
+    }
+    WeightMatrix m;
+    m.name = v.name;
+    m.dtype = v.dtype;
+    m.data = v.data;  // blocks are read bytewise: no alignment needed
+    m.cols = cols;
+    m.rows = rows;
+    return m;
+  }
+
   std::optional<DType> stored_type(const TensorView& v) const {
     if (!stored_) return std::nullopt;
     auto it = stored_->find(v.name);
@@ -185,6 +221,8 @@ class TensorBinder {
   std::vector<std::shared_ptr<const void>>* owned_;
   const std::map<std::string, DType>* stored_;
   std::set<std::string> used_;
+  ThreadPool* pool_ = nullptr;
+  WeightConversionTally* tally_ = nullptr;
 };
 
 }  // namespace gemmaserve

@@ -11,9 +11,11 @@
 #include "core/logging.h"
 #include "io/gguf.h"
 #include "kernels/cpu/quant.h"
+#include "model/expert_fusion.h"
 #include "model/gemma4_gguf.h"
 #include "model/quantize.h"
 #include "model/tensor_binder.h"
+#include "model/tensor_parallel.h"
 
 namespace gemmaserve {
 namespace {
@@ -99,7 +101,64 @@ void prefault(const std::vector<std::pair<const void*, size_t>>& ranges,
   if (progress) progress(total, total);
 }
 
+// --quantization against what the checkpoint is.
+void check_quantization_flag(const std::filesystem::path& dir, const Checkpoint& ckpt,
+                             const std::optional<StoredQuantization>& stored,
+                             const WeightLoadOptions& o) {
+  const std::string have(ckpt.quant_method());
+  if (!o.checkpoint_quantization.empty() && o.checkpoint_quantization != have) {
+    const std::string what =
+        !have.empty() ? "quantized with " + have
+        : stored      ? std::string("gemmaserve-quantized to ") +
+                       cpu::quantization_type_name(stored->type) + " (drop the flag)"
+                 : "not quantized (drop the flag, or pass q8_0, q4_0 or q4_k to quantize it "
+                   "at load)";
+    throw InputError(dir.string() + ": --quantization " + o.checkpoint_quantization +
+                     " names the checkpoint's quantization method, but the checkpoint is " + what);
+  }
+  // A GGUF's float tensors may still be quantized at load (its block tensors stay as stored).
+  if (o.quantization && !have.empty() && have != "gguf") {
+    throw InputError(dir.string() + ": checkpoint is already quantized with " + have +
+                     "; --quantization " + cpu::quantization_type_name(*o.quantization) +
+                     " would quantize it twice (drop the flag or pass " + have + ")");
+  }
+}
+
+// Keeps alive the built buffers (packed checkpoints' converted modules) the weights point
+// into; the others (per-expert tensors copied into fused experts) go with `built`.
+void keep_built_buffers(ModelWeights& w,
+                        const std::map<std::string, std::shared_ptr<const void>>& built) {
+  std::map<const void*, std::shared_ptr<const void>> by_data;
+  for (const auto& entry : built) by_data[entry.second.get()] = entry.second;
+  std::vector<const WeightMatrix*> held = held_matrices(w);
+  for (WeightMatrix* m : w.vision.linear_matrices()) held.push_back(m);
+  for (const WeightMatrix* m : held) {
+    if (auto it = by_data.find(m->data); it != by_data.end()) w.owned_buffers.push_back(it->second);
+  }
+}
+
 }  // namespace
+
+std::string canonical_quantization_flag(const std::string& text, const std::string& flag) {
+  if (const std::string method = checkpoint_method_of_flag(text); !method.empty()) return method;
+  try {
+    return cpu::quantization_type_name(cpu::parse_quantization_type(text, flag));
+  } catch (const InputError&) {
+    throw InputError(flag + ": unknown quantization type '" + text +
+                     "' (expected q8_0, q4_0 or q4_k to quantize at load, or the checkpoint's "
+                     "own method: gptq, gptq_marlin, awq, awq_marlin, compressed-tensors, gguf)");
+  }
+}
+
+void apply_quantization_flag(const std::string& text, const std::string& flag,
+                             WeightLoadOptions* o) {
+  const std::string value = canonical_quantization_flag(text, flag);
+  if (checkpoint_method_of_flag(value).empty()) {
+    o->quantization = cpu::parse_quantization_type(value, flag);
+  } else {
+    o->checkpoint_quantization = value;
+  }
+}
 
 std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
   std::vector<WeightMatrix*> out;
@@ -175,6 +234,11 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                      cpu::quantization_type_name(stored->type) +
                      ", or quantize the original checkpoint)");
   }
+  check_quantization_flag(dir, *ckpt, stored, options);
+  // Converted modules of packed checkpoints: owned here, kept by the weights that use them.
+  std::map<std::string, std::shared_ptr<const void>> built = ckpt->take_built_tensors();
+  std::set<std::string> built_names;
+  for (const auto& entry : built) built_names.insert(entry.first);
   TextConfig& c = w.config.text;
 
   const std::optional<std::string> found = find_text_prefix(*ckpt, w.config.tensor_prefix);
@@ -185,6 +249,8 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   const std::string prefix = *found;
   w.config.tensor_prefix = prefix;
   TensorBinder b(*ckpt, prefix, &w.owned_buffers, stored ? &stored->tensors : nullptr);
+  WeightConversionTally conversions;
+  b.convert_storage_types(options.pool, &conversions);
   const int64_t H = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   const int64_t P = c.hidden_size_per_layer_input;
   const int64_t nH = c.num_attention_heads;
@@ -199,6 +265,7 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     }
   } else {
     TensorBinder top(*ckpt, "", &w.owned_buffers, stored ? &stored->tensors : nullptr);
+    top.convert_storage_types(options.pool, &conversions);
     w.lm_head = top.matrix("lm_head.weight", {V, H});
   }
   if (P > 0) {
@@ -254,8 +321,15 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
       lw.router_proj = b.matrix(p + "router.proj.weight", {E, H});
       lw.router_scale = b.vector(p + "router.scale", H);
       lw.router_per_expert_scale = b.vector(p + "router.per_expert_scale", E);
-      lw.experts_gate_up = b.matrix(p + "experts.gate_up_proj", {E, 2 * Ie, H});
-      lw.experts_down = b.matrix(p + "experts.down_proj", {E, H, Ie});
+      if (!b.find(p + "experts.gate_up_proj") && b.find(p + "experts.0.gate_proj.weight")) {
+        // Quantized checkpoints store experts one module each (model/expert_fusion.h).
+        FusedExperts f = fuse_experts(b, p, E, Ie, H, &w.owned_buffers, &built);
+        lw.experts_gate_up = f.gate_up;
+        lw.experts_down = f.down;
+      } else {
+        lw.experts_gate_up = b.matrix(p + "experts.gate_up_proj", {E, 2 * Ie, H});
+        lw.experts_down = b.matrix(p + "experts.down_proj", {E, H, Ie});
+      }
       lw.pre_feedforward_layernorm_2 = b.vector(p + "pre_feedforward_layernorm_2.weight", H);
       lw.post_feedforward_layernorm_1 = b.vector(p + "post_feedforward_layernorm_1.weight", H);
       lw.post_feedforward_layernorm_2 = b.vector(p + "post_feedforward_layernorm_2.weight", H);
@@ -269,6 +343,8 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   const auto* stored_names = stored ? &stored->tensors : nullptr;
   TensorBinder tower(*ckpt, "model.vision_tower.", &w.owned_buffers, stored_names);
   TensorBinder embed(*ckpt, "model.embed_vision.", &w.owned_buffers, stored_names);
+  tower.convert_storage_types(options.pool, &conversions);
+  embed.convert_storage_types(options.pool, &conversions);
   // Under tensor parallelism rank 0 alone runs the vision tower (the step plan carries its rows).
   const bool runs_vision = options.tensor_parallel_rank == 0;
   if (w.config.vision && runs_vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
@@ -302,7 +378,9 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
     GS_LOG_WARNING << "ignoring " << unknown.size() << " unexpected tensors, e.g. '"
                    << unknown.front() << "'";
   }
+  log_weight_conversions(conversions);
   if (stored) w.quantization = stored->type;
+  keep_built_buffers(w, built);
   if (options.tensor_parallel_size > 1) {
     shard_for_tensor_parallel(w, options.tensor_parallel_rank, options.tensor_parallel_size,
                               options.expert_parallel);
@@ -321,7 +399,9 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                             static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols));
       }
     } else {
-      for (const auto& [name, v] : ckpt->tensors()) ranges.emplace_back(v->data, v->nbytes);
+      for (const auto& [name, v] : ckpt->tensors()) {
+        if (!built_names.count(name)) ranges.emplace_back(v->data, v->nbytes);  // built: in RAM
+      }
     }
     prefault(ranges, progress);
   }

@@ -137,7 +137,18 @@ struct WeightLoadOptions {
   bool expert_parallel = false;  // whole MoE experts per rank instead of slices of each
   // The vision projector GGUF of a GGUF model (llama-server's --mmproj).
   std::optional<std::filesystem::path> mmproj;
+  // The method the checkpoint must be quantized with ("gptq", "awq", "compressed-tensors",
+  // "gguf": vLLM's --quantization naming the checkpoint's own method; "" = any). InputError
+  // saying what the checkpoint is otherwise.
+  std::string checkpoint_quantization;
 };
+
+// --quantization's value as EngineArgs keeps it: a load-time type (q8_0, q4_0, q4_k) or the
+// method vLLM's name stands for (checkpoint_method_of_flag); InputError naming `flag` otherwise.
+std::string canonical_quantization_flag(const std::string& text, const std::string& flag);
+// Sets o->quantization (a load-time type) or o->checkpoint_quantization (a method) from it.
+void apply_quantization_flag(const std::string& text, const std::string& flag,
+                             WeightLoadOptions* o);
 // Also reads gemmaserve-quantized checkpoints (config.json quantization_config: U8 tensors of
 // shape [rows..., row_bytes]).
 ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProgress& progress,

@@ -17,7 +17,7 @@ import gemmaserve
 from gemmaserve import LLM, SamplingParams
 from gemmaserve import _progress
 
-from conftest import SMALL_ENGINE, SOURCE_DIR, golden_model, run_binary
+from conftest import SMALL_ENGINE, SOURCE_DIR, golden_model, require_shared, run_binary
 
 GREEDY = dict(temperature=0, ignore_eos=True)
 
@@ -367,3 +367,18 @@ def test_speculative_config_keeps_greedy_tokens(dense: LLM) -> None:
     with pytest.raises(ValueError, match="--speculative-config: unknown key 'k'"):
         LLM(golden_model("dense"), **SMALL_ENGINE,
             speculative_config={"method": "ngram", "num_speculative_tokens": 3, "k": 1})
+
+
+def test_gguf_file_and_mmproj_load_like_the_checkpoint() -> None:
+    """LLM(model.gguf) as vllm's LLM takes one: llama.cpp's f32 file of the dense checkpoint gives
+    its reference tokens from the file's own tokenizer; mmproj= reaches the loader."""
+    gguf = require_shared("fixtures/gguf/models/dense-f32.gguf")
+    case = golden_cases("dense")[1]
+    llm = LLM(str(gguf), **SMALL_ENGINE)
+    out = llm.generate([{"prompt_token_ids": case["prompt_ids"]}],
+                       SamplingParams(max_tokens=16, **GREEDY), use_tqdm=False)
+    assert out[0].outputs[0].token_ids == case["greedy"]["new_tokens"]
+    assert llm.get_tokenizer().encode("Hello")  # the file's own vocabulary
+    # mmproj= reaches the loader: a text model given as the projector is refused by name.
+    with pytest.raises(ValueError, match="--mmproj needs a multimodal projector GGUF"):
+        LLM(str(gguf), mmproj=str(gguf), **SMALL_ENGINE)

@@ -8,12 +8,14 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/gguf_checkpoint.h"
 #include "core/dtype.h"
 #include "gemma4_golden_checks.h"
 #include "io/gguf.h"
 #include "kernels/cpu/convert.h"
 #include "model/config.h"
 #include "model/gemma4_gguf.h"
+#include "model/weight_conversion.h"
 #include "model/weights.h"
 #include "test_support.h"
 
@@ -71,12 +73,13 @@ TEST(GgufModel, F32TensorsAreTheCheckpointsUnderHfNames) {
 // The config.json the metadata describes parses to the checkpoint's own geometry.
 TEST(GgufModel, MetadataGivesTheCheckpointsConfig) {
   GS_REQUIRE_SHARED(shared);
-  for (const std::string m : {"dense", "moe", "keqv", "vision"}) {
+  for (const std::string m : {"dense", "moe", "keqv", "vision", "e2b-shape"}) {
     SCOPED_TRACE(m);
     const std::optional<fs::path> mmproj =
         m == "vision" ? std::optional(gguf_models(shared) / "vision-mmproj-f16.gguf")
                       : std::nullopt;
-    const auto gguf = open_model_checkpoint(gguf_models(shared) / (m + "-Q8_0.gguf"), mmproj);
+    const std::string type = m == "e2b-shape" ? "-Q4_K_M.gguf" : "-Q8_0.gguf";
+    const auto gguf = open_model_checkpoint(gguf_models(shared) / (m + type), mmproj);
     const ModelConfig got = parse_model_config(gguf->config(), gguf->config_source());
     const ModelConfig want = load_model_config(tiny_models(shared) / m);
     const TextConfig &g = got.text, &w = want.text;
@@ -208,6 +211,49 @@ TEST(GgufModel, Q8_0AndQ4_0FilesMatchTheirDequantizedReferences) {
                               "moe-Q4_0", "keqv-Q4_0"}) {
     expect_near_quantized_reference(gguf_models(shared) / (m + ".gguf"), refs / (m + ".json"));
   }
+}
+
+// llama-quantize's Q4_K_M mix of the E2B-shaped model: Q4_K binds as stored, the Q6_K tensors
+// (tied embedding, per-layer embeddings, some v / down) are converted to Q8_0 at load.
+TEST(GgufModel, Q4_K_MFileMatchesItsDequantizedReference) {
+  GS_REQUIRE_SHARED(shared);
+  expect_near_quantized_reference(gguf_models(shared) / "e2b-shape-Q4_K_M.gguf",
+                                  shared / "fixtures" / "gguf" / "ref" / "e2b-shape-Q4_K_M.json");
+  const ModelWeights w = load_model_weights(gguf_models(shared) / "e2b-shape-Q4_K_M.gguf");
+  EXPECT_EQ(w.layers[0].q_proj.dtype, DType::kQ4_K);
+  EXPECT_EQ(w.embed_tokens.dtype, DType::kQ8_0);  // Q6_K in the file
+  EXPECT_EQ(w.per_layer_model_projection.dtype, DType::kBF16);
+}
+
+// Every storage-only type converts to Q8_0 within half an 8-bit step of each block's largest
+// magnitude of ggml's own dequantized values (rows of ggml-types.gguf, ggml's quantizers).
+TEST(GgufModel, StorageOnlyTypesConvertToQ8_0WithinHalfAStep) {
+  const GgufCheckpoint types(testing::source_dir() / "tests" / "data" / "gguf" / "ggml-types.gguf");
+  std::vector<std::shared_ptr<const void>> owned;
+  WeightConversionTally tally;
+  int converted = 0;
+  for (const auto& [name, t] : types.tensors()) {
+    if (!name.ends_with(".quant") || !dtype_is_storage_only(t->dtype)) continue;
+    SCOPED_TRACE(name);
+    const int64_t cols = t->shape.back(), rows = t->numel() / cols;
+    const WeightMatrix m = convert_for_kernels(*t, rows, cols, &owned, nullptr, &tally);
+    ASSERT_EQ(m.dtype, DType::kQ8_0);
+    std::vector<float> exact(static_cast<size_t>(t->numel())), got(exact.size());
+    cpu::to_f32(t->dtype, t->data, exact.data(), exact.size());
+    cpu::to_f32(DType::kQ8_0, m.data, got.data(), got.size());
+    for (size_t b = 0; b < exact.size(); b += 32) {
+      float amax = 0;
+      for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(exact[i]));
+      for (size_t i = b; i < b + 32; ++i) {
+        // Half a step of amax / 127, plus the f16 rounding of the block scale (subnormal below
+        // 6.1e-5: its step 2^-24 times 127 levels).
+        ASSERT_LE(std::fabs(got[i] - exact[i]), amax / 254 * 1.01f + 127.0f * 0x1p-24f) << i;
+      }
+    }
+    ++converted;
+  }
+  EXPECT_GE(converted, 20);
+  EXPECT_EQ(tally.by_type.size(), static_cast<size_t>(converted));
 }
 
 // The mmproj's tower encodes an image as the checkpoint's tower does.

@@ -63,7 +63,9 @@ std::unique_ptr<DraftProposer> load_draft_model(const EngineArgs& args,
   const std::string quantization =
       config.quantization.empty() ? args.quantization : config.quantization;
   if (!quantization.empty()) {
-    load.quantization = cpu::parse_quantization_type(quantization, "--speculative-config");
+    apply_quantization_flag(quantization, "--speculative-config", &load);
+    // --quantization gptq names the target's own method, not the draft's.
+    if (config.quantization.empty()) load.checkpoint_quantization.clear();
     load.pool = target.pool.get();
   }
   ModelWeights weights = load_model_weights(config.model, nullptr, load);
@@ -96,7 +98,7 @@ std::unique_ptr<DraftProposer> load_mtp_drafter(const EngineArgs& args,
   AssistantWeights weights = load_assistant_weights(config.model);
   const std::string quantization =
       config.quantization.empty() ? args.quantization : config.quantization;
-  if (!quantization.empty()) {
+  if (!quantization.empty() && checkpoint_method_of_flag(quantization).empty()) {
     quantize_assistant_weights(weights,
                                cpu::parse_quantization_type(quantization, "--speculative-config"),
                                target.pool.get());

@@ -11,16 +11,23 @@
 namespace gemmaserve::cpu {
 namespace {
 
-void bf16_to_f32_n(const uint16_t* __restrict src, float* __restrict dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<uint32_t>(src[i]) << 16);
+// 16-bit elements are read with memcpy: a GGUF tensor may start at any even-or-odd offset.
+inline uint32_t load_u16(const std::byte* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+void bf16_to_f32_n(const std::byte* __restrict src, float* __restrict dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(load_u16(src + 2 * i) << 16);
 }
 
 // Shifts exponent+mantissa into f32 position and rescales by 2^112, which is exact for normal
 // and subnormal halves alike; inf/NaN get the all-ones exponent instead.
-void f16_to_f32_n(const uint16_t* __restrict src, float* __restrict dst, size_t n) {
+void f16_to_f32_n(const std::byte* __restrict src, float* __restrict dst, size_t n) {
   const float kScale = std::bit_cast<float>(0x77800000u);  // 2^112
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t h = src[i];
+    const uint32_t h = load_u16(src + 2 * i);
     const uint32_t sign = (h & 0x8000u) << 16;
     const uint32_t em = (h & 0x7fffu) << 13;
     const float mag = std::bit_cast<float>(em) * kScale;
@@ -39,18 +46,17 @@ void to_f32(DType dtype, const void* src, float* dst, size_t n) {
       std::memcpy(dst, src, n * sizeof(float));
       return;
     case DType::kBF16:
-      bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
+      bf16_to_f32_n(static_cast<const std::byte*>(src), dst, n);
       return;
     case DType::kF16:
-      f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
-      return;
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_K:
-      dequantize_row(dtype, src, dst, static_cast<int64_t>(n));
+      f16_to_f32_n(static_cast<const std::byte*>(src), dst, n);
       return;
     default:
-      throw InputError(std::string("to_f32: unsupported dtype ") + dtype_name(dtype));
+      if (!dtype_is_block(dtype)) {
+        throw InputError(std::string("to_f32: unsupported dtype ") + dtype_name(dtype));
+      }
+      dequantize_row(dtype, src, dst, static_cast<int64_t>(n));
+      return;
   }
 }
 

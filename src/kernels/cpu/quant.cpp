@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/ggml_dequant.h"
 
 namespace gemmaserve::cpu {
 namespace {
@@ -33,11 +34,10 @@ inline float load_f16(const std::byte* src) {
   return f16_to_f32(h);
 }
 
-void check_blocks(DType dtype, int64_t n) {
+// `accepted`: dtype_is_quantized to quantize, dtype_is_block to dequantize.
+void check_blocks(DType dtype, int64_t n, bool accepted) {
   const int64_t block = dtype_block_elems(dtype);
-  if (!dtype_is_quantized(dtype)) {
-    throw InputError(std::string("not a quantized dtype: ") + dtype_name(dtype));
-  }
+  if (!accepted) throw InputError(std::string("not a quantized dtype: ") + dtype_name(dtype));
   if (n % block != 0) {
     throw InputError(std::string(dtype_name(dtype)) + " rows need a multiple of " +
                      std::to_string(block) + " elements, got " + std::to_string(n));
@@ -204,7 +204,7 @@ void quantize_q4_k(const float* x, std::byte* out, int64_t n) {
 }  // namespace
 
 void quantize_row(DType dtype, const float* src, void* dst, int64_t n) {
-  check_blocks(dtype, n);
+  check_blocks(dtype, n, dtype_is_quantized(dtype));
   auto* out = static_cast<std::byte*>(dst);
   switch (dtype) {
     case DType::kQ8_0:
@@ -226,7 +226,7 @@ void quantize_row_from(DType dtype, DType src_dtype, const void* src, void* dst,
 }
 
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
-  check_blocks(dtype, n);
+  check_blocks(dtype, n, dtype_is_block(dtype));
   const auto* in = static_cast<const std::byte*>(src);
   switch (dtype) {
     case DType::kQ8_0:
@@ -264,7 +264,7 @@ void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
       }
       return;
     default:
-      break;
+      return dequantize_ggml_blocks(dtype, in, dst, n / dtype_block_elems(dtype));
   }
 }
 

@@ -33,7 +33,8 @@ void quantize_row(DType dtype, const float* src, void* dst, int64_t n);
 void quantize_row_from(DType dtype, DType src_dtype, const void* src, void* dst, int64_t n,
                        float* scratch);
 
-// Dequantizes n values (a multiple of the block size) of a quantized row to f32.
+// Dequantizes n values (a multiple of the block size) of a row of any block type (dtype_is_block)
+// to f32, bit for bit as ggml's dequantize_row_* (the storage-only types: ggml_dequant.h).
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n);
 
 // Scale and min (6 bits each) of sub-block s (0..7) of a Q4_K block's 12 packed bytes:
