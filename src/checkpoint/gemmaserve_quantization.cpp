@@ -62,6 +62,15 @@ bool is_quantizable_tensor(const std::string& key) {
   return false;
 }
 
+bool is_quantizable_vision_tensor(const std::string& name) {
+  if (name == "model.vision_tower.patch_embedder.input_proj.weight" ||
+      name == "model.embed_vision.embedding_projection.weight") {
+    return true;
+  }
+  return name.rfind("model.vision_tower.encoder.layers.", 0) == 0 &&
+         ends_with(name, ".linear.weight");
+}
+
 std::optional<StoredQuantization> stored_quantization(const nlohmann::json& config,
                                                       const std::string& source) {
   if (!config.is_object()) return std::nullopt;

@@ -22,6 +22,11 @@ inline constexpr const char* kQuantMethod = "gemmaserve";
 // is one that quantization applies to: linear projections, experts, embeddings, the per-layer
 // projections. Norms, scalars and the MoE router stay float.
 bool is_quantizable_tensor(const std::string& key);
+// Whether a checkpoint tensor (full name) is one of the vision tower's linear weights that
+// quantization applies to (model/weights.h VisionWeights::linear_matrices): the patch embedding,
+// the encoder's projections (".linear.weight") and embed_vision's projection; not the position
+// table, norms or clipping bounds.
+bool is_quantizable_vision_tensor(const std::string& name);
 
 // The type a tensor gets when the model is quantized to `type`: the tied embedding / LM head
 // (embed_tokens.weight, lm_head.weight) stays at Q8_0 under the 4-bit types, as llama.cpp keeps

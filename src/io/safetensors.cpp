@@ -1,18 +1,14 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "io/streamed_file.h"
 
 namespace gemmaserve {
 namespace {
@@ -115,9 +111,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     if (begin != end) spans.push_back({begin, end, name});
     tensors_.emplace(name, std::move(v));
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.begin < b.begin;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end) {
       throw InputError(where + ": tensors '" + spans[i - 1].name + "' and '" + spans[i].name +
@@ -204,9 +199,7 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
-uint64_t TensorSpec::nbytes() const {
-  return static_cast<uint64_t>(numel()) * dtype_size(dtype);
-}
+uint64_t TensorSpec::nbytes() const { return static_cast<uint64_t>(numel()) * dtype_size(dtype); }
 
 std::string TensorSpec::shape_string() const { return format_shape(shape); }
 
@@ -285,55 +278,6 @@ std::vector<size_t> all_indices(size_t n) {
   return v;
 }
 
-// A file descriptor open for writing; the file is removed unless commit() renamed it.
-class PartialFile {
- public:
-  PartialFile(std::filesystem::path partial, std::filesystem::path final_path)
-      : partial_(std::move(partial)), final_(std::move(final_path)) {
-    fd_ = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create");
-  }
-  ~PartialFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) {
-      std::error_code ec;
-      std::filesystem::remove(partial_, ec);
-    }
-  }
-  PartialFile(const PartialFile&) = delete;
-  PartialFile& operator=(const PartialFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("write failed");
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void commit() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) fail("write failed");
-    std::error_code ec;
-    std::filesystem::rename(partial_, final_, ec);
-    if (ec) throw InputError(final_.string() + ": cannot rename into place: " + ec.message());
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) {
-    throw InputError(partial_.string() + ": " + what + ": " + std::strerror(errno));
-  }
-  std::filesystem::path partial_, final_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 SafetensorsPlan plan_single_file(const std::vector<TensorSpec>& specs,
@@ -385,10 +329,8 @@ void write_safetensors(const std::filesystem::path& dir_in, const std::vector<Te
   uint64_t largest = 0;
   for (const auto& f : plan.files) largest = std::max(largest, f.data_bytes);
   // No bigger than the largest file: small checkpoints should not pay for 64 MiB buffers.
-  const size_t chunk = static_cast<size_t>(
-      std::max<uint64_t>(std::min<uint64_t>(options.chunk_bytes, largest), 64));
-  // Two buffers: one is written by a background task while the next is generated.
-  std::vector<std::byte> bufs[2] = {std::vector<std::byte>(chunk), std::vector<std::byte>(chunk)};
+  const size_t chunk =
+      static_cast<size_t>(std::max<uint64_t>(std::min<uint64_t>(options.chunk_bytes, largest), 64));
   uint64_t written = 0;
   for (const auto& file : plan.files) {
     PartialFile out(dir / (file.name + ".partial"), dir / file.name);
@@ -396,56 +338,19 @@ void write_safetensors(const std::filesystem::path& dir_in, const std::vector<Te
     out.write(&len, 8);
     out.write(file.header.data(), file.header.size());
     written += 8 + file.header.size();
-    int cur = 0;
-    size_t used = 0, in_flight = 0;
-    std::future<void> pending;  // declared after `out`, so it finishes before out closes
-    auto wait_pending = [&] {
-      if (!pending.valid()) return;
-      pending.get();
-      written += in_flight;
-      in_flight = 0;
-      if (options.progress) options.progress(written, plan.disk_bytes, file.name);
-    };
-    auto flush = [&] {
-      wait_pending();
-      const std::byte* data = bufs[cur].data();
-      const size_t n = used;
-      pending = std::async(std::launch::async, [&out, data, n] { out.write(data, n); });
-      in_flight = n;
-      cur ^= 1;
-      used = 0;
-    };
-    for (size_t t : file.tensors) {
-      const TensorSpec& spec = specs.at(t);
-      const size_t esize = dtype_size(spec.dtype);
-      const int64_t numel = spec.numel();
-      int64_t done = 0;
-      while (done < numel) {
-        std::vector<std::byte>& buf = bufs[cur];
-        const int64_t room = static_cast<int64_t>((buf.size() - used) / esize);
-        if (room == 0) {
-          flush();
-          continue;
-        }
-        const int64_t count = std::min(room, numel - done);
-        std::byte* dst = buf.data() + used;
-        const int64_t first = done;
-        // Small ranges are not worth waking the pool for.
-        if (options.pool && count * static_cast<int64_t>(esize) >= (int64_t{1} << 20)) {
-          options.pool->parallel_for_grain(
-              static_cast<size_t>(count), 16384, [&](size_t b, size_t e) {
-                fill(t, first + static_cast<int64_t>(b), static_cast<int64_t>(e - b),
-                     dst + b * esize);
-              });
-        } else {
-          fill(t, first, count, dst);
-        }
-        used += static_cast<size_t>(count) * esize;
-        done += count;
+    {
+      ChunkedWriter writer(out, chunk, options.pool, [&](uint64_t n) {
+        written += n;
+        if (options.progress) options.progress(written, plan.disk_bytes, file.name);
+      });
+      for (size_t t : file.tensors) {
+        const TensorSpec& spec = specs.at(t);
+        writer.append(
+            spec.numel(), dtype_size(spec.dtype),
+            [&](int64_t first, int64_t count, std::byte* dst) { fill(t, first, count, dst); });
       }
+      writer.finish();
     }
-    flush();
-    wait_pending();
     out.commit();
   }
   if (plan.sharded) {
@@ -484,11 +389,11 @@ size_t SafetensorsWriter::total_bytes() const {
 
 void SafetensorsWriter::write_plan(const std::filesystem::path& dir,
                                    const SafetensorsPlan& plan) const {
-  write_safetensors(dir, specs_, plan, [this](size_t t, int64_t first, int64_t count,
-                                              std::byte* dst) {
-    const size_t esize = dtype_size(specs_[t].dtype);
-    std::memcpy(dst, data_[t].data() + first * esize, static_cast<size_t>(count) * esize);
-  });
+  write_safetensors(
+      dir, specs_, plan, [this](size_t t, int64_t first, int64_t count, std::byte* dst) {
+        const size_t esize = dtype_size(specs_[t].dtype);
+        std::memcpy(dst, data_[t].data() + first * esize, static_cast<size_t>(count) * esize);
+      });
 }
 
 void SafetensorsWriter::write(const std::filesystem::path& path) const {

@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "io/mapped_file.h"
+#include "io/streamed_file.h"
 
 namespace gemmaserve {
 
@@ -79,8 +80,6 @@ struct TensorSpec {
 // concurrently for disjoint ranges, so it must be thread-safe.
 using TensorFiller =
     std::function<void(size_t index, int64_t first, int64_t count, std::byte* dst)>;
-// (bytes written so far, total bytes, file being written).
-using WriteProgress = std::function<void(uint64_t, uint64_t, const std::string&)>;
 
 // Which tensors go into which file; the headers are computed before any data exists.
 struct SafetensorsPlan {

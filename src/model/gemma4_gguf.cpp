@@ -167,9 +167,12 @@ std::string architecture_of(const GgufFile& f) {
   return std::string(v->as_string());
 }
 
+// Later parts of a split model carry only the split keys (as gguf-split and gguf-py write
+// them): no architecture, and not an mmproj.
 bool is_mmproj(const GgufFile& f) {
+  const GgufValue* arch = f.find("general.architecture");
   const GgufValue* type = f.find("general.type");
-  return architecture_of(f) == "clip" || (type && type->as_string() == "mmproj");
+  return (arch && arch->as_string() == "clip") || (type && type->as_string() == "mmproj");
 }
 
 // Gemma 4's end-of-turn markers by their text: real checkpoints stop on <eos>, <turn|> and

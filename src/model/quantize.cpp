@@ -84,6 +84,28 @@ void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, 
               << (skipped ? " (" + std::to_string(skipped) + " kept in float)" : std::string());
 }
 
+std::optional<DType> checkpoint_tensor_quant_type(const CheckpointTensor& tensor,
+                                                  const std::string& text_prefix, DType type,
+                                                  bool* kept_float) {
+  const std::string& name = tensor.name;
+  const bool text = name.rfind(text_prefix, 0) == 0 || name == "lm_head.weight";
+  const std::string key = name.rfind(text_prefix, 0) == 0 ? name.substr(text_prefix.size()) : name;
+  const bool is_float =
+      tensor.dtype == DType::kF32 || tensor.dtype == DType::kF16 || tensor.dtype == DType::kBF16;
+  const bool vision =
+      name.rfind("model.vision_tower.", 0) == 0 || name.rfind("model.embed_vision.", 0) == 0;
+  const bool weight =
+      vision ? is_quantizable_vision_tensor(name) : text && is_quantizable_tensor(key);
+  if (tensor.shape.size() < 2 || !is_float || !weight) return std::nullopt;
+  const DType wanted = tensor_quant_type(type, key);
+  const std::optional<DType> fit = block_fit_type(wanted, tensor.shape.back());
+  if (fit != wanted) {
+    GS_LOG_INFO << block_fit_note(name, wanted, tensor.shape.back(), tensor.dtype);
+  }
+  if (!fit && kept_float) *kept_float = true;
+  return fit;
+}
+
 void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
                             const std::function<void(size_t, size_t)>& progress) {
   const bool tied = w.lm_head.data == w.embed_tokens.data;

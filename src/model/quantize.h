@@ -5,9 +5,12 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "model/weights.h"
@@ -30,5 +33,15 @@ struct QuantizeTarget {
 void quantize_weight_matrices(std::span<const QuantizeTarget> todo, DType type, ThreadPool* pool,
                               std::vector<std::shared_ptr<const void>>* owned,
                               const std::function<void(size_t, size_t)>& progress);
+
+// The type `gemmaserve quantize` stores a checkpoint tensor as when quantizing to `type`: the one
+// load-time quantization gives the matrix it binds to. That is the float weight matrices of the
+// text decoder (names below `text_prefix`, and lm_head.weight: projections, experts, embeddings)
+// and the vision tower's linear weights; nullopt for what stays as stored (norms, scalars, the
+// router, the position table, and rows that are not whole blocks, logged as at load; then
+// `*kept_float` is set when given).
+std::optional<DType> checkpoint_tensor_quant_type(const CheckpointTensor& tensor,
+                                                  const std::string& text_prefix, DType type,
+                                                  bool* kept_float = nullptr);
 
 }  // namespace gemmaserve

@@ -173,6 +173,16 @@ std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
   return out;
 }
 
+std::optional<std::string> find_text_prefix(const Checkpoint& ckpt, const std::string& configured) {
+  // The configured prefix first, then the other known layouts.
+  for (const std::string& p :
+       {configured, std::string("model.language_model."), std::string("model."),
+        std::string("language_model.model."), std::string("")}) {
+    if (ckpt.find(p + "embed_tokens.weight")) return p;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::filesystem::path> gguf_model_file(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(path)) {
@@ -231,22 +241,12 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   for (const auto& entry : built) built_names.insert(entry.first);
   TextConfig& c = w.config.text;
 
-  // The configured prefix first, then the other known layouts.
-  std::vector<std::string> prefixes = {w.config.tensor_prefix, "model.language_model.", "model.",
-                                       "language_model.model.", ""};
-  std::string prefix;
-  bool found = false;
-  for (const auto& p : prefixes) {
-    if (ckpt->find(p + "embed_tokens.weight")) {
-      prefix = p;
-      found = true;
-      break;
-    }
-  }
+  const std::optional<std::string> found = find_text_prefix(*ckpt, w.config.tensor_prefix);
   if (!found) {
     throw InputError(dir.string() + ": missing tensor '" + w.config.tensor_prefix +
                      "embed_tokens.weight'");
   }
+  const std::string prefix = *found;
   w.config.tensor_prefix = prefix;
   TensorBinder b(*ckpt, prefix, &w.owned_buffers, stored ? &stored->tensors : nullptr);
   WeightConversionTally conversions;

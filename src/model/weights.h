@@ -109,6 +109,10 @@ std::shared_ptr<const Checkpoint> open_model_checkpoint(
     const std::filesystem::path& path,
     const std::optional<std::filesystem::path>& mmproj = std::nullopt);
 
+// The prefix of the text decoder's tensor names in `ckpt`: the configured one, else the first of
+// the known layouts holding embed_tokens.weight; nullopt when none does.
+std::optional<std::string> find_text_prefix(const Checkpoint& ckpt, const std::string& configured);
+
 // The file holding the tokenizer and chat template of a GGUF model at `path` (the file itself,
 // or the model file of a folder of GGUFs); nullopt for Hugging Face folders.
 std::optional<std::filesystem::path> gguf_model_file(const std::filesystem::path& path);

@@ -1,5 +1,7 @@
 #include "tokenizer/gguf_vocab.h"
 
+#include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -123,6 +125,82 @@ std::optional<std::string> gguf_chat_template(const GgufFile& gguf) {
   const GgufValue* v = gguf.find("tokenizer.chat_template");
   if (v == nullptr) return std::nullopt;
   return std::string(v->as_string());
+}
+
+namespace {
+
+// Markers convert_hf_to_gguf always makes USER_DEFINED so that llama.cpp renders them for its
+// chat parsers.
+constexpr std::array<std::string_view, 7> kVisibleMarkers = {
+    "<|channel>",       "<channel|>",       "<|tool_call>", "<tool_call|>",
+    "<|tool_response>", "<tool_response|>", "<|\"|>"};
+
+bool is_byte_piece(std::string_view p) {
+  auto hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
+  return p.size() == 6 && p.substr(0, 3) == "<0x" && hex(p[3]) && hex(p[4]) && p[5] == '>';
+}
+
+}  // namespace
+
+void add_gguf_vocab(const TokenizerSpec& spec, const GgufVocabExtras& extras, GgufMetadata& out) {
+  size_t n = spec.vocab.size();
+  for (const AddedToken& t : spec.added_tokens) n = std::max(n, static_cast<size_t>(t.id) + 1);
+  std::vector<std::string> tokens(n);
+  std::vector<int32_t> types(n, static_cast<int32_t>(GgufTokenType::kNormal));
+  std::vector<bool> covered(n, false);
+  for (size_t i = 0; i < spec.vocab.size(); ++i) {
+    tokens[i] = spec.vocab[i];
+    covered[i] = true;
+    if (is_byte_piece(tokens[i])) types[i] = static_cast<int32_t>(GgufTokenType::kByte);
+  }
+  for (const AddedToken& t : spec.added_tokens) {
+    const auto i = static_cast<size_t>(t.id);
+    tokens[i] = t.content;
+    covered[i] = true;
+    types[i] =
+        static_cast<int32_t>(t.special ? GgufTokenType::kControl : GgufTokenType::kUserDefined);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!covered[i]) {
+      tokens[i] = "[PAD" + std::to_string(i) + "]";
+      types[i] = static_cast<int32_t>(GgufTokenType::kUnused);
+    } else if (std::find(kVisibleMarkers.begin(), kVisibleMarkers.end(), tokens[i]) !=
+               kVisibleMarkers.end()) {
+      types[i] = static_cast<int32_t>(GgufTokenType::kUserDefined);
+    }
+  }
+  std::vector<std::string> merges;
+  merges.reserve(spec.merges.size());
+  for (const auto& [a, b] : spec.merges) {
+    merges.push_back(tokens.at(static_cast<size_t>(a)) + " " + tokens.at(static_cast<size_t>(b)));
+  }
+  out.set_string("tokenizer.ggml.model", "gemma4");
+  out.set_array("tokenizer.ggml.tokens", GgufArray::strings(tokens));
+  out.set_array("tokenizer.ggml.scores", GgufArray::numbers(std::vector<float>(n, -1000.0f)));
+  out.set_array("tokenizer.ggml.token_type", GgufArray::numbers(types));
+  out.set_array("tokenizer.ggml.merges", GgufArray::strings(merges));
+  auto id_key = [&](const char* key, std::optional<int32_t> id) {
+    if (id) out.set_uint32(key, static_cast<uint32_t>(*id));
+  };
+  id_key("tokenizer.ggml.bos_token_id", spec.bos_id);
+  id_key("tokenizer.ggml.eos_token_id",
+         spec.eos_ids.empty() ? std::nullopt : std::optional(spec.eos_ids.front()));
+  std::optional<int32_t> unk;
+  if (spec.bpe.unk_token) {
+    for (size_t i = 0; i < n && !unk; ++i) {
+      if (tokens[i] == *spec.bpe.unk_token) unk = static_cast<int32_t>(i);
+    }
+  }
+  id_key("tokenizer.ggml.unknown_token_id", unk);
+  id_key("tokenizer.ggml.padding_token_id", spec.pad_id);
+  id_key("tokenizer.ggml.mask_token_id", extras.mask_id);
+  out.set_bool("tokenizer.ggml.add_bos_token",
+               spec.bos_id && !spec.prefix_ids.empty() && spec.prefix_ids.front() == *spec.bos_id);
+  out.set_bool("tokenizer.ggml.add_eos_token", !spec.suffix_ids.empty());
+  if (extras.chat_template) out.set_string("tokenizer.chat_template", *extras.chat_template);
+  out.set_bool("tokenizer.ggml.add_space_prefix", false);
 }
 
 }  // namespace gemmaserve

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "io/gguf.h"
+#include "io/gguf_writer.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace gemmaserve {
@@ -27,5 +28,17 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf);
 
 // tokenizer.chat_template, when the file has one.
 std::optional<std::string> gguf_chat_template(const GgufFile& gguf);
+
+// The inverse of tokenizer_spec_from_gguf, as llama.cpp's converter writes a Gemma 4 vocabulary:
+// tokenizer.ggml.model "gemma4", every id's piece (added tokens past the model vocabulary
+// included; "[PAD<i>]" for ids neither covers), scores of -1000, token types (special added
+// tokens CONTROL, other added tokens and the converter's always-visible markers such as
+// <|tool_call> USER_DEFINED, <0xNN> pieces BYTE, the rest NORMAL), the merges as "a b", the
+// special ids, add_bos/add_eos_token, the chat template when given, add_space_prefix false.
+struct GgufVocabExtras {
+  std::optional<int32_t> mask_id;  // tokenizer.ggml.mask_token_id
+  std::optional<std::string> chat_template;
+};
+void add_gguf_vocab(const TokenizerSpec& spec, const GgufVocabExtras& extras, GgufMetadata& out);
 
 }  // namespace gemmaserve

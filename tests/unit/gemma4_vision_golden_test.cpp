@@ -310,5 +310,34 @@ TEST_F(VisionGolden, QuantizedTowerStaysClose) {
   }
 }
 
+// `gemmaserve quantize` stores the tower's linear weights quantized as load-time quantization
+// does (issue 36): the stored checkpoint encodes images bit for bit like --quantization q8_0.
+TEST_F(VisionGolden, QuantizeCommandKeepsTheTowerQuantized) {
+  ::gemmaserve::testing::TempDir tmp;
+  const std::filesystem::path out = tmp.path() / "q8";
+  const auto r = ::gemmaserve::testing::run_command(::gemmaserve::testing::cli_binary().string() +
+                                                    " quantize " + kModel.string() + " " +
+                                                    out.string() + " --type q8_0 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json config = nlohmann::json::parse(std::ifstream(out / "config.json"));
+  const auto& stored = config.at("quantization_config").at("tensors");
+  EXPECT_EQ(stored.value("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", ""),
+            "q8_0");
+  EXPECT_EQ(stored.value("model.embed_vision.embedding_projection.weight", ""), "q8_0");
+  EXPECT_FALSE(stored.contains("model.vision_tower.patch_embedder.position_embedding_table"));
+  Gemma4Model from_file(load_model_weights(out), std::make_shared<ThreadPool>(2));
+  WeightLoadOptions lo;
+  lo.quantization = DType::kQ8_0;
+  Gemma4Model at_load(load_model_weights(kModel, nullptr, lo), std::make_shared<ThreadPool>(2));
+  EXPECT_EQ(from_file.weights().vision.layers[1].down_proj.w.dtype, DType::kQ8_0);
+  for (const ImageCase& c : *cases_) {
+    std::vector<float> a, b;
+    from_file.encode_image({c.pixels, c.positions}, &a);
+    at_load.encode_image({c.pixels, c.positions}, &b);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << c.ref.name;
+  }
+}
+
 }  // namespace
 }  // namespace gemmaserve::golden
