@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/gguf.h"
 
 namespace gemmaserve {
 
@@ -126,33 +127,7 @@ std::string GgufMetadata::encoded() const {
 }
 
 uint32_t gguf_ggml_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 0;
-    case DType::kF16:
-      return 1;
-    case DType::kQ4_0:
-      return 2;
-    case DType::kQ8_0:
-      return 8;
-    case DType::kQ4_K:
-      return 12;
-    case DType::kI8:
-      return 24;
-    case DType::kI16:
-      return 25;
-    case DType::kI32:
-      return 26;
-    case DType::kI64:
-      return 27;
-    case DType::kF64:
-      return 28;
-    case DType::kBF16:
-      return 30;
-    case DType::kU8:
-    case DType::kBool:
-      break;
-  }
+  if (const std::optional<uint32_t> code = ggml_type_of_dtype(dtype)) return *code;
   throw InputError(std::string("GGUF has no tensor type for ") + dtype_name(dtype));
 }
 

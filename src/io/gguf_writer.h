@@ -101,8 +101,8 @@ class GgufMetadata {
   std::vector<Entry> entries_;
 };
 
-// llama.cpp's ggml type code of a DType (F32 0, F16 1, Q4_0 2, Q8_0 8, Q4_K 12, the integer
-// types 24-27, F64 28, BF16 30); InputError for U8 and BOOL, which GGUF has no type for.
+// llama.cpp's ggml type code of a DType (io/gguf.h's table: every block type, the integer types
+// 24-27, F64 28, BF16 30); InputError for U8 and BOOL, which GGUF has no type for.
 uint32_t gguf_ggml_type(DType dtype);
 
 // One tensor to write.
