@@ -184,17 +184,26 @@ constexpr std::array<std::string_view, 3> kEndMarkers = {"<turn|>", "<|tool_resp
 // in the vocabulary. A text-only model keeps HF's default multimodal ids, as a text-only
 // checkpoint's config does: its prompts never hold image placeholders.
 void add_vocabulary_ids(const GgufFile& f, bool multimodal, json& top, json& text) {
-  const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
-  std::map<std::string_view, int64_t> ids;
-  if (tokens && tokens->type() == GgufType::kArray && tokens->array_type() == GgufType::kString) {
-    const std::vector<std::string_view> list = tokens->as_string_array();
-    for (size_t i = 0; i < list.size(); ++i) ids.emplace(list[i], static_cast<int64_t>(i));
-  }
   const std::pair<std::string_view, const char*> markers[] = {
       {"<|image|>", "image_token_id"}, {"<|image>", "boi_token_id"},
       {"<image|>", "eoi_token_id"},    {"<|audio|>", "audio_token_id"},
       {"<|audio>", "boa_token_id"},    {"<audio|>", "eoa_token_index"},
       {"<|video|>", "video_token_id"}};
+  // Only these ten pieces are wanted: one pass over the vocabulary, no index of all of it.
+  std::map<std::string_view, int64_t> ids;
+  for (const auto& [piece, key] : markers) ids.emplace(piece, -1);
+  for (std::string_view marker : kEndMarkers) ids.emplace(marker, -1);
+  const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+  if (tokens && tokens->type() == GgufType::kArray && tokens->array_type() == GgufType::kString) {
+    const std::vector<std::string_view> list = tokens->as_string_array();
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].empty() || list[i][0] != '<') continue;
+      if (auto it = ids.find(list[i]); it != ids.end() && it->second < 0) {
+        it->second = static_cast<int64_t>(i);
+      }
+    }
+  }
+  std::erase_if(ids, [](const auto& entry) { return entry.second < 0; });
   for (const auto& [piece, key] : markers) {
     if (auto it = ids.find(piece); multimodal && it != ids.end()) top[key] = it->second;
   }

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <unordered_map>
 
 #include "core/error.h"
 #include "core/utf8.h"
+#include "tokenizer/piece_index.h"
 
 namespace gemmaserve {
 
@@ -52,15 +52,12 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
   }
 
   spec.vocab.reserve(tokens.size());
-  std::unordered_map<std::string_view, int32_t> ids;
-  ids.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (!utf8::is_valid(tokens[i])) {
       throw InputError(file + ": tokenizer.ggml.tokens[" + std::to_string(i) +
                        "] is not valid UTF-8");
     }
     spec.vocab.emplace_back(tokens[i]);
-    ids.emplace(tokens[i], static_cast<int32_t>(i));
     const auto type = static_cast<GgufTokenType>(types[i]);
     if (type == GgufTokenType::kControl || type == GgufTokenType::kUnknown ||
         type == GgufTokenType::kUserDefined) {
@@ -73,8 +70,12 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
     }
   }
 
+  // The flat index with batched lookups, as for tokenizer.json: a node map made loading slow.
+  PieceIndex ids(spec.vocab);
+  for (size_t i = 0; i < spec.vocab.size(); ++i) ids.insert(static_cast<int32_t>(i));
   const std::vector<std::string_view> merges = gguf.get("tokenizer.ggml.merges").as_string_array();
-  spec.merges.reserve(merges.size());
+  std::vector<std::string_view> halves;
+  halves.reserve(2 * merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     // "a b": pieces never contain a space (it is escaped to ▁), so the first one splits them.
     const std::string_view m = merges[i];
@@ -83,12 +84,17 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
       throw InputError(file + ": tokenizer.ggml.merges[" + std::to_string(i) + "] '" +
                        std::string(m) + "' is not two pieces separated by a space");
     }
-    auto a = ids.find(m.substr(0, space));
-    auto b = ids.find(m.substr(space + 1));
+    halves.push_back(m.substr(0, space));
+    halves.push_back(m.substr(space + 1));
+  }
+  std::vector<int32_t> found(halves.size());
+  ids.find_all(halves, found);
+  spec.merges.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
     // A merge of a piece the vocabulary lacks can never apply (llama.cpp keeps it unused);
     // trimmed vocabularies carry such merges.
-    if (a == ids.end() || b == ids.end()) continue;
-    spec.merges.emplace_back(a->second, b->second);
+    if (found[2 * i] < 0 || found[2 * i + 1] < 0) continue;
+    spec.merges.emplace_back(found[2 * i], found[2 * i + 1]);
   }
 
   spec.bpe.byte_fallback = true;
@@ -96,7 +102,7 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& gguf) {
   const auto unk = optional_id(gguf, "tokenizer.ggml.unknown_token_id", tokens.size());
   if (unk) {
     spec.bpe.unk_token = spec.vocab[static_cast<size_t>(*unk)];
-  } else if (ids.contains("<unk>")) {
+  } else if (ids.find("<unk>") >= 0) {
     spec.bpe.unk_token = "<unk>";
   }
   spec.normalizer = gemma_normalizer();
