@@ -27,6 +27,13 @@ start_tiny_server "$GGUF/dense-Q4_0.gguf" --chat-template "$TEMPLATE" --served-m
 check_completion_and_chat  # the tokenizer comes from the GGUF
 stop_tiny_server
 
+# The real-geometry Q4_K_M mix (Q4_K native, Q6_K converted to Q8_0 at load, BF16, F32) serves;
+# the conversion is logged with its precision.
+start_tiny_server "$GGUF/e2b-shape-Q4_K_M.gguf" --chat-template "$TEMPLATE" --served-model-name tiny
+check_completion_and_chat
+check "the Q6_K conversion is logged" grep -q "no CPU kernel for Q6_K.*to Q8_0" "$TMP/server.log"
+stop_tiny_server
+
 # A folder of GGUF files: the model and its mmproj are found by their metadata.
 mkdir "$TMP/folder"
 ln -s "$GGUF/vision-Q8_0.gguf" "$TMP/folder/model-Q8_0.gguf"
