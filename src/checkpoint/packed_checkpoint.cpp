@@ -66,7 +66,8 @@ std::vector<ConvertedLinear> convert_all(const std::vector<std::unique_ptr<Packe
   auto work = [&](size_t, size_t) {
     for (size_t i; (i = next.fetch_add(1)) < m.size();) {
       try {
-        out[i] = m[i]->convert(as_f32);
+        // Experts are fused into one matrix per layer (model/expert_fusion.h): one column order.
+        out[i] = m[i]->convert(as_f32, m[i]->module().find(".experts.") == std::string::npos);
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mu);
         if (!error) error = std::current_exception();
@@ -157,7 +158,7 @@ PackedCheckpoint::PackedCheckpoint(std::shared_ptr<const Checkpoint> base,
   const std::vector<ConvertedLinear> converted =
       convert_all(plan_.modules, packed_weights_as_f32());
   summary_.method = method_;
-  built_.reserve(converted.size());
+  built_.reserve(2 * converted.size());
   for (size_t i = 0; i < converted.size(); ++i) {
     const PackedLinear& m = *plan_.modules[i];
     const ConvertedLinear& c = converted[i];
@@ -169,9 +170,20 @@ PackedCheckpoint::PackedCheckpoint(std::shared_ptr<const Checkpoint> base,
     t.nbytes = c.nbytes;
     t.file = m.file();
     owners_[t.name] = c.data;
-    summary_.modules.push_back(
-        {t.name, c.dtype, c.exact, c.reason, c.max_rel_error, m.packed_bytes(), c.nbytes});
+    summary_.modules.push_back({t.name, c.dtype, c.exact, c.reason, c.max_rel_error,
+                                m.packed_bytes(), c.nbytes, c.input_perm != nullptr});
     built_.push_back(std::move(t));
+    if (c.input_perm) {
+      CheckpointTensor p;
+      p.name = m.module() + ".input_perm";  // model/tensor_binder.h binds it with the weight
+      p.dtype = DType::kI32;
+      p.shape = {m.cols()};
+      p.data = reinterpret_cast<const std::byte*>(c.input_perm.get());
+      p.nbytes = static_cast<size_t>(m.cols()) * sizeof(int32_t);
+      p.file = m.file();
+      owners_[p.name] = c.input_perm;
+      built_.push_back(std::move(p));
+    }
   }
   for (const auto& [name, v] : base_->tensors()) {
     if (!plan_.consumed.count(name)) index_.emplace(name, v);
@@ -199,7 +211,9 @@ std::string PackedSummary::text() const {
   std::map<std::string, int> reasons;
   double worst = 0.0;
   size_t before = 0, after = 0;
+  int permuted = 0;
   for (const PackedModuleReport& m : modules) {
+    permuted += m.permuted ? 1 : 0;
     Count& c = by_dtype[m.dtype];
     (m.exact ? c.exact : c.inexact) += 1;
     if (!m.reason.empty()) ++reasons[m.reason];
@@ -224,6 +238,10 @@ std::string PackedSummary::text() const {
       s += sep + why + " (" + std::to_string(n) + ")";
       sep = ", ";
     }
+  }
+  if (permuted) {
+    s += "; act-order: " + std::to_string(permuted) +
+         " with their columns sorted by group once (inputs gathered to match)";
   }
   if (worst > 0.0) {
     char buf[64];

@@ -44,6 +44,7 @@ struct PackedModuleReport {
   std::string reason;  // see ConvertedLinear
   double max_rel_error = 0.0;
   size_t packed_bytes = 0, bytes = 0;
+  bool permuted = false;  // act-order columns sorted by group (listed with "X.input_perm")
 };
 
 struct PackedSummary {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -107,8 +109,9 @@ bool scales_f16_exact(const PackedLinear& m) {
 
 // Q8_0 blocks d = f16(s), q = code - z; false (dst partly written) when some q - z leaves int8
 // or a scale leaves f16's range.
-bool write_q8_0_copy(const PackedLinear& m, const std::vector<int32_t>& gidx, std::byte* dst,
-                     int32_t* lo, int32_t* hi) {
+// `order` (nullptr = stored order): output column j is input column order[j].
+bool write_q8_0_copy(const PackedLinear& m, const std::vector<int32_t>& gidx, const int32_t* order,
+                     std::byte* dst, int32_t* lo, int32_t* hi) {
   const int64_t K = m.cols();
   const size_t row_bytes = dtype_row_bytes(DType::kQ8_0, K);
   bool fits = true;
@@ -124,13 +127,14 @@ bool write_q8_0_copy(const PackedLinear& m, const std::vector<int32_t>& gidx, st
       const int32_t* z = tiles.zeros(r);
       std::byte* out = dst + static_cast<size_t>(n0 + r) * row_bytes;
       for (int64_t b = 0; b < K; b += kBlock, out += cpu::kQ8_0BlockBytes) {
-        const int32_t g = gidx[static_cast<size_t>(b)];
+        const auto column = [&](int64_t j) { return order ? order[j] : j; };
+        const int32_t g = gidx[static_cast<size_t>(column(b))];
         const uint16_t d = f32_to_f16(s[g]);
         if (!std::isfinite(f16_to_f32(d))) return false;
         std::memcpy(out, &d, 2);
         auto* qo = reinterpret_cast<int8_t*>(out + 2);
         for (int64_t i = 0; i < kBlock; ++i) {
-          const int32_t v = static_cast<int32_t>(q[b + i]) - z[g];
+          const int32_t v = static_cast<int32_t>(q[column(b + i)]) - z[g];
           *lo = std::min(*lo, v);
           *hi = std::max(*hi, v);
           qo[i] = static_cast<int8_t>(v);
@@ -155,8 +159,8 @@ void repack_q8_0_as_q4_0(const std::byte* src, std::byte* dst, size_t blocks) {
 }
 
 // max |w' - w| / max |w| between the module's exact values and `data` (rows of `dtype`).
-double max_rel_error(const PackedLinear& m, const std::vector<int32_t>& gidx, DType dtype,
-                     const std::byte* data) {
+double max_rel_error(const PackedLinear& m, const std::vector<int32_t>& gidx, const int32_t* order,
+                     DType dtype, const std::byte* data) {
   const int64_t K = m.cols();
   const size_t row_bytes = dtype_row_bytes(dtype, K);
   std::vector<float> exact(static_cast<size_t>(K)), got(static_cast<size_t>(K));
@@ -165,7 +169,7 @@ double max_rel_error(const PackedLinear& m, const std::vector<int32_t>& gidx, DT
     row_f32(t, r, gidx.data(), K, exact.data());
     cpu::dequantize_row(dtype, data + static_cast<size_t>(n) * row_bytes, got.data(), K);
     for (int64_t k = 0; k < K; ++k) {
-      const double x = exact[static_cast<size_t>(k)];
+      const double x = exact[static_cast<size_t>(order ? order[k] : k)];
       max_abs = std::max(max_abs, std::fabs(x));
       max_err = std::max(max_err, std::fabs(got[static_cast<size_t>(k)] - x));
     }
@@ -192,7 +196,7 @@ void PackedLinear::unpack_f32(float* dst) const {
   });
 }
 
-ConvertedLinear PackedLinear::convert(bool as_f32) const {
+ConvertedLinear PackedLinear::convert(bool as_f32, bool may_permute) const {
   ConvertedLinear out;
   const size_t N = static_cast<size_t>(rows_), K = static_cast<size_t>(cols_);
   if (cols_ % kBlock != 0 || as_f32) {
@@ -207,6 +211,21 @@ ConvertedLinear PackedLinear::convert(bool as_f32) const {
   std::vector<int32_t> gidx(K);
   group_index(gidx.data());
   out.reason = block_group_problem(gidx);
+  std::shared_ptr<int32_t[]> order;
+  if (!out.reason.empty() && may_permute && !std::is_sorted(gidx.begin(), gidx.end())) {
+    // Act-order: sorted by group (stably), the columns may fill whole blocks per group.
+    order = std::make_unique_for_overwrite<int32_t[]>(K);
+    std::iota(order.get(), order.get() + K, 0);
+    std::stable_sort(order.get(), order.get() + K,
+                     [&](int32_t a, int32_t b) { return gidx[a] < gidx[b]; });
+    std::vector<int32_t> sorted(K);
+    for (size_t j = 0; j < K; ++j) sorted[j] = gidx[static_cast<size_t>(order[j])];
+    if (block_group_problem(sorted).empty()) {
+      out.reason.clear();
+    } else {
+      order.reset();
+    }
+  }
   const size_t q8_bytes = N * dtype_row_bytes(DType::kQ8_0, cols_);
   std::shared_ptr<std::byte[]> q8 = allocate(q8_bytes);
   if (out.reason.empty()) {
@@ -214,7 +233,8 @@ ConvertedLinear PackedLinear::convert(bool as_f32) const {
     // 2^-11 of themselves (far less than re-rounding moves them), and the module keeps its size.
     const bool f16_scales = scales_f16_exact(*this);
     int32_t lo = 0, hi = 0;
-    if (write_q8_0_copy(*this, gidx, q8.get(), &lo, &hi)) {
+    if (write_q8_0_copy(*this, gidx, order.get(), q8.get(), &lo, &hi)) {
+      out.input_perm = order;
       if (lo >= -8 && hi <= 7) {
         out.dtype = DType::kQ4_0;
         out.nbytes = N * dtype_row_bytes(DType::kQ4_0, cols_);
@@ -228,11 +248,12 @@ ConvertedLinear PackedLinear::convert(bool as_f32) const {
       if (!f16_scales) {
         out.exact = false;
         out.reason = "scales rounded to f16";
-        out.max_rel_error = max_rel_error(*this, gidx, out.dtype, out.data.get());
+        out.max_rel_error = max_rel_error(*this, gidx, order.get(), out.dtype, out.data.get());
       }
       return out;
     }
     out.reason = f16_scales ? "q - zero point outside [-128, 127]" : "scales beyond f16's range";
+    if (order) out.reason += " (act-order)";
   }
   // Re-rounded: the exact f32 rows through the project's own Q8_0 quantizer.
   out.dtype = DType::kQ8_0;

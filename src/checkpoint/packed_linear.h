@@ -27,6 +27,9 @@ struct ConvertedLinear {
   double max_rel_error = 0.0;
   std::shared_ptr<std::byte[]> data;  // rows() rows of dtype, row after row
   size_t nbytes = 0;
+  // Act-order modules copied with their columns sorted by group: column j of `data` is input
+  // column input_perm[j] (cols() entries); nullptr when the columns are in stored order.
+  std::shared_ptr<int32_t[]> input_perm;
 };
 
 class PackedLinear {
@@ -65,8 +68,11 @@ class PackedLinear {
   // [-8, 7] -> Q4_0, within [-128, 127] -> Q8_0 (both exact: d = s, the integers as they are;
   // with scales that are no f16 values the same, d rounded to f16, not exact); otherwise Q8_0
   // re-rounded from the exact f32 values by cpu::quantize_row. `as_f32`: F32 always (exact, 4
-  // bytes a weight: for checking a checkpoint against a float reference).
-  ConvertedLinear convert(bool as_f32 = false) const;
+  // bytes a weight: for checking a checkpoint against a float reference). `may_permute`: an
+  // act-order module whose groups fill whole 32-column blocks once its columns are sorted by
+  // group is copied in that order, with input_perm set (the caller gathers X to match), as
+  // vLLM's GPTQ kernels do; without it such a module is re-rounded.
+  ConvertedLinear convert(bool as_f32 = false, bool may_permute = false) const;
 
  private:
   std::string module_, file_;

@@ -220,6 +220,7 @@ void Gemma4Assistant::linear(const WeightMatrix& w, const float* x, int64_t rows
   a.w = w.data;
   a.w_dtype = w.dtype;
   a.w_layout = w.layout;
+  a.x_perm = w.x_perm();
   a.y = y;
   a.ldy = static_cast<size_t>(w.rows);
   a.t = rows;

@@ -133,6 +133,7 @@ cpu::MatmulArgs Gemma4Forward::matmul_args(const WeightMatrix& w, int64_t row_be
         static_cast<size_t>(row_begin) * dtype_row_bytes(w.dtype, w.cols);
   a.w_dtype = w.dtype;
   a.w_layout = w.layout;
+  a.x_perm = w.x_perm();
   if (w.layout == WeightLayout::kInterleaved16 &&
       (row_begin % cpu::kInterleaveRows != 0 || rows % cpu::kInterleaveRows != 0)) {
     throw std::logic_error(w.name + ": interleaved rows taken from a row that starts no group");
@@ -194,7 +195,7 @@ void Gemma4Forward::linear_group(std::initializer_list<LinearOut> outs, const fl
   bool shared = true;
   for (const LinearOut& o : outs)
     shared = shared && o.w->dtype == first.dtype && o.w->layout == first.layout &&
-             o.w->cols == first.cols;
+             o.w->cols == first.cols && o.w->input_perm == first.input_perm;
   if (!shared) {
     for (const LinearOut& o : outs) linear(*o.w, 0, o.w->rows, x, ldx, t, o.y, o.ldy);
     return;

@@ -117,6 +117,7 @@ void Gemma4VisionEncoder::matmul(const WeightMatrix& w, const float* x, int64_t 
   a.w = w.data;
   a.w_dtype = w.dtype;
   a.w_layout = w.layout;
+  a.x_perm = w.x_perm();
   a.y = y;
   a.ldy = static_cast<size_t>(ldy);
   a.t = t;

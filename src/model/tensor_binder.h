@@ -82,7 +82,7 @@ class TensorBinder {
   WeightMatrix bind_matrix(const TensorView& v, const std::vector<int64_t>& shape) {
     if (auto q = stored_type(v)) return quantized_matrix(v, *q, shape);
     check_shape(v, shape);
-    if (dtype_is_quantized(v.dtype)) return block_matrix(v);
+    if (dtype_is_quantized(v.dtype)) return with_input_perm(v, block_matrix(v));
     if (dtype_is_storage_only(v.dtype)) return converted(v);
     check_float(v);
     return as_matrix(v);
@@ -182,6 +182,32 @@ class TensorBinder {
     m.data = v.data;  // blocks are read bytewise: no alignment needed
     m.cols = cols;
     m.rows = rows;
+    return m;
+  }
+
+  // An act-order module converted with its columns sorted by group (checkpoint/packed_linear.h)
+  // comes with "<module>.input_perm": a permutation of its columns, checked here.
+  WeightMatrix with_input_perm(const TensorView& v, WeightMatrix m) {
+    if (!v.name.ends_with(".weight")) return m;
+    const TensorView* p = ckpt_.find(v.name.substr(0, v.name.size() - 6) + "input_perm");
+    if (!p) return m;
+    used_.insert(p->name);
+    if (p->dtype != DType::kI32 || p->shape != std::vector<int64_t>{m.cols}) {
+      throw InputError(p->file.string() + ": tensor '" + p->name + "' must be I32 [" +
+                       std::to_string(m.cols) + "], found " + dtype_name(p->dtype) + " " +
+                       p->shape_string());
+    }
+    auto perm = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(m.cols));
+    std::memcpy(perm->data(), p->data, perm->size() * sizeof(int32_t));
+    std::vector<bool> seen(perm->size());
+    for (const int32_t c : *perm) {
+      if (c < 0 || c >= m.cols || seen[static_cast<size_t>(c)]) {
+        throw InputError(p->file.string() + ": tensor '" + p->name +
+                         "' is not a permutation of the columns");
+      }
+      seen[static_cast<size_t>(c)] = true;
+    }
+    m.input_perm = std::move(perm);
     return m;
   }
 

@@ -29,6 +29,11 @@ void check_block_aligned(const WeightMatrix& m, int64_t col) {
 // Columns [begin, begin + count) of every row, copied into a buffer `w` keeps alive.
 void keep_columns(ModelWeights& w, WeightMatrix& m, int64_t begin, int64_t count) {
   if (!m) return;
+  if (m.input_perm) {
+    throw InputError(m.name +
+                     ": an act-order module (columns sorted by group) cannot be split "
+                     "along its input for tensor parallelism; run it without -tp");
+  }
   check_block_aligned(m, begin);
   check_block_aligned(m, count);
   const size_t src_row = row_bytes(m);

@@ -28,7 +28,11 @@ struct WeightMatrix {
   const void* data = nullptr;                 // nullptr = absent
   int64_t rows = 0;                           // total rows (E * per-expert rows for 3-D)
   int64_t cols = 0;
+  // Act-order GPTQ modules stored with their columns sorted by group: column j multiplies input
+  // element input_perm[j] (cpu::MatmulArgs::x_perm); null for every other matrix.
+  std::shared_ptr<const std::vector<int32_t>> input_perm;
   explicit operator bool() const { return data != nullptr; }
+  const int32_t* x_perm() const { return input_perm ? input_perm->data() : nullptr; }
 };
 
 struct LayerWeights {

@@ -149,14 +149,20 @@ TEST(MatmulGroup, RefusesPartsThatDoNotShareX) {
   MatmulArgs a{x.data(), 32, w.data(), DType::kF32, y.data(), 1, 2, 32, 1};
   MatmulArgs b = a;
   b.k = 16;
-  const std::vector<MatmulArgs> parts = {a, b};
-  try {
-    matmul_group(parts, nullptr);
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(
-        e.what(),
-        "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout and precision");
+  // Parts that gather X differently (act-order modules' column orders) cannot share it either.
+  MatmulArgs c = a;
+  const std::vector<int32_t> perm(32, 0);
+  c.x_perm = perm.data();
+  for (const MatmulArgs& other : {b, c}) {
+    const std::vector<MatmulArgs> parts = {a, other};
+    try {
+      matmul_group(parts, nullptr);
+      FAIL() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_STREQ(e.what(),
+                   "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout, "
+                   "precision and x_perm");
+    }
   }
   matmul_group({}, nullptr);  // nothing to do, no error
 }

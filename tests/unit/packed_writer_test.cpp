@@ -387,7 +387,21 @@ void check_variant(const fs::path& base, const Scheme& sc,
     const Expect e = expected(q);
     EXPECT_EQ(r.dtype, e.dtype) << r.tensor << " K=" << q.K;
     EXPECT_EQ(r.exact, e.exact) << r.tensor << " K=" << q.K << ": " << r.reason;
-    const std::vector<float> got = listed_f32(*p->find(r.tensor));
+    std::vector<float> got = listed_f32(*p->find(r.tensor));
+    // An act-order module sorted by group lists its columns in that order: undo it to compare.
+    const TensorView* perm = p->find(r.tensor.substr(0, r.tensor.size() - 6) + "input_perm");
+    EXPECT_EQ(perm != nullptr, r.permuted) << r.tensor;
+    if (perm) {
+      std::vector<int32_t> order(static_cast<size_t>(q.K));
+      std::memcpy(order.data(), perm->data, order.size() * sizeof(int32_t));
+      const std::vector<float> listed = got;
+      for (size_t n = 0; n < got.size() / static_cast<size_t>(q.K); ++n) {
+        for (int64_t j = 0; j < q.K; ++j) {
+          got[n * static_cast<size_t>(q.K) + static_cast<size_t>(order[static_cast<size_t>(j)])] =
+              listed[n * static_cast<size_t>(q.K) + static_cast<size_t>(j)];
+        }
+      }
+    }
     if (r.exact) {
       EXPECT_EQ(0, std::memcmp(got.data(), q.deq.data(), got.size() * 4)) << r.tensor;
     } else {
@@ -434,12 +448,34 @@ TEST_F(PackedWriter, GptqV2Symmetric4BitGroup128IsQ4_0) {
   check_variant(base(), {"gptq_v2", 4, 128, true, false, DType::kF16}, kQ4_0Exact);
 }
 
-// Act-order scatters the two groups of 128 over 256-wide rows: those are re-rounded; rows of
-// 128 or fewer columns are one group, copied as Q8_0 (asymmetric: q - z spans [-15, 15]).
+// Act-order scatters the two groups of 128 over 256-wide rows; sorted by group once at load
+// they fill whole blocks again, so the codes are copied (asymmetric: q - z spans [-15, 15], Q8_0)
+// with the column order listed beside them, and the logits still match the f32 twin.
 TEST_F(PackedWriter, GptqAsymmetric4BitGroup128ActOrder) {
-  check_variant(base(), {"gptq", 4, 128, false, true, DType::kF16}, [](const Quantized& q) {
-    return Expect{DType::kQ8_0, q.K <= 128};
-  });
+  check_variant(base(), {"gptq", 4, 128, false, true, DType::kF16}, kQ8_0Exact);
+}
+
+// Symmetric act-order 4-bit (AutoGPTQ's desc_act with sym): Q4_0 copies of sorted columns.
+TEST_F(PackedWriter, GptqSymmetric4BitGroup32ActOrderIsQ4_0) {
+  check_variant(base(), {"gptq", 4, 32, true, true, DType::kF16}, kQ4_0Exact);
+}
+
+// A row-parallel slice would take input columns in sorted order that the rank's own inputs do
+// not hold: tensor parallelism refuses act-order modules by name instead of computing garbage.
+TEST_F(PackedWriter, ActOrderModulesRefuseTensorParallelism) {
+  TempDir tmp;
+  write_packed(base(), tmp.path() / "packed", tmp.path() / "twin",
+               {"gptq", 4, 32, true, true, DType::kF16});
+  WeightLoadOptions o;
+  o.tensor_parallel_rank = 1;
+  o.tensor_parallel_size = 2;
+  const std::string error =
+      testing::input_error_of([&] { load_model_weights(tmp.path() / "packed", nullptr, o); });
+  EXPECT_TRUE(error.ends_with(
+      ": an act-order module (columns sorted by group) cannot be split along its input for "
+      "tensor parallelism; run it without -tp"))
+      << error;
+  EXPECT_TRUE(error.starts_with("model.language_model.layers.")) << error;
 }
 
 TEST_F(PackedWriter, AwqGroup128IsQ8_0) {

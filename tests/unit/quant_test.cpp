@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/interleave.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_matmul_internal.h"
 
@@ -167,7 +168,8 @@ struct Problem {
 
 std::vector<float> run(const Problem& p, const std::vector<std::byte>& w,
                        const std::vector<float>& x, ThreadPool* pool, QuantIsa isa, int64_t ldx,
-                       WeightLayout layout = WeightLayout::kRows, int64_t prefetch_ahead = -1) {
+                       WeightLayout layout = WeightLayout::kRows, int64_t prefetch_ahead = -1,
+                       const int32_t* x_perm = nullptr) {
   std::vector<float> y(p.t * (p.n + 3), -1.0f);
   MatmulArgs a;
   a.x = x.data();
@@ -181,6 +183,7 @@ std::vector<float> run(const Problem& p, const std::vector<std::byte>& w,
   a.k = p.k;
   a.n = p.n;
   a.prefetch_ahead = prefetch_ahead;
+  a.x_perm = x_perm;
   quant_matmul_isa(a, pool, isa);
   return y;
 }
@@ -267,6 +270,45 @@ TEST(QuantMatmul, BatchInvariantBitwise) {
       }
     }
   }
+}
+
+// x_perm (act-order GPTQ modules, columns sorted by group): the product reads x[perm[j]] for
+// column j, bit for bit the product with X permuted beforehand, on every ISA and thread count;
+// float weights refuse it.
+TEST(QuantMatmul, InputPermutationEqualsAPermutedX) {
+  ThreadPool pool(2);
+  uint32_t seed = 300;
+  for (DType d : kTypes) {
+    const Problem p{d, 9, 21, 512};
+    const auto w = quantize_matrix(d, random_values(p.n * p.k, seed++), p.n, p.k);
+    const auto x = random_values(p.t * p.k, seed++);
+    std::vector<int32_t> perm(static_cast<size_t>(p.k));
+    for (int64_t j = 0; j < p.k; ++j) perm[static_cast<size_t>(j)] = (j * 37 + 11) % p.k;
+    std::vector<float> permuted(x.size());
+    for (int64_t t = 0; t < p.t; ++t) {
+      for (int64_t j = 0; j < p.k; ++j) permuted[t * p.k + j] = x[t * p.k + perm[j]];
+    }
+    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+      if (!quant_isa_supported(isa)) continue;
+      const auto want = run(p, w, permuted, &pool, isa, p.k);
+      const auto got = run(p, w, x, &pool, isa, p.k, WeightLayout::kRows, -1, perm.data());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+          << quant_isa_name(isa) << " " << dtype_name(d);
+    }
+  }
+  std::vector<float> wf(64), x(64), y(1);
+  std::vector<int32_t> perm(64, 0);
+  MatmulArgs a;
+  a.x = x.data();
+  a.ldx = 64;
+  a.w = wf.data();
+  a.w_dtype = DType::kF32;
+  a.y = y.data();
+  a.ldy = 1;
+  a.t = a.n = 1;
+  a.k = 64;
+  a.x_perm = perm.data();
+  EXPECT_THROW(matmul(a, nullptr), InputError);
 }
 
 TEST(QuantMatmul, RejectsBadShapes) {

@@ -115,6 +115,41 @@ TEST(TensorBinder, BindsATensorListedInABlockQuantizedDtype) {
             "mem.safetensors: tensor 'p.w' has shape [4, 64], expected [256]");
 }
 
+std::vector<std::byte> int32_bytes(const std::vector<int32_t>& v) {
+  std::vector<std::byte> out(v.size() * sizeof(int32_t));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// An act-order module's column order ("X.input_perm", checkpoint/packed_checkpoint.h) binds with
+// its weight; a tensor that is no permutation of the columns is refused by name.
+TEST(TensorBinder, BindsTheInputPermutationOfAnActOrderModule) {
+  std::vector<int32_t> perm(64);
+  for (int32_t j = 0; j < 64; ++j) perm[static_cast<size_t>(j)] = 63 - j;
+  MemoryCheckpoint ckpt;
+  ckpt.add("p.a.weight", DType::kQ4_0, {4, 64}, rows_of(DType::kQ4_0, 4, 64));
+  ckpt.add("p.a.input_perm", DType::kI32, {64}, int32_bytes(perm));
+  ckpt.add("p.b.weight", DType::kQ4_0, {4, 64}, rows_of(DType::kQ4_0, 4, 64));
+  perm[1] = 63;
+  ckpt.add("p.b.input_perm", DType::kI32, {64}, int32_bytes(perm));
+  ckpt.add("p.c.weight", DType::kQ4_0, {4, 64}, rows_of(DType::kQ4_0, 4, 64));
+  ckpt.add("p.c.input_perm", DType::kI32, {32}, int32_bytes(std::vector<int32_t>(32)));
+  std::vector<std::shared_ptr<const void>> owned;
+  TensorBinder b(ckpt, "p.", &owned);
+  const WeightMatrix a = b.matrix("a.weight", {4, 64});
+  ASSERT_NE(a.x_perm(), nullptr);
+  EXPECT_EQ(a.x_perm()[0], 63);
+  EXPECT_TRUE(b.used().count("p.a.input_perm"));
+  EXPECT_EQ(input_error_of([&] {
+              b.matrix("b.weight", {4, 64});
+            }),
+            "mem.safetensors: tensor 'p.b.input_perm' is not a permutation of the columns");
+  EXPECT_EQ(input_error_of([&] {
+              b.matrix("c.weight", {4, 64});
+            }),
+            "mem.safetensors: tensor 'p.c.input_perm' must be I32 [64], found I32 [32]");
+}
+
 // Expert e's modules, gate and up [I, H], down [H, I], in the given dtypes.
 void add_expert(MemoryCheckpoint& c, int e, DType gate, DType up, DType down, int64_t I,
                 int64_t H) {

@@ -172,9 +172,10 @@ void check_group(std::span<const MatmulArgs> parts) {
   const MatmulArgs& a = parts[0];
   for (const MatmulArgs& p : parts) {
     if (p.x != a.x || p.ldx != a.ldx || p.t != a.t || p.k != a.k || p.w_dtype != a.w_dtype ||
-        p.w_layout != a.w_layout || p.precision != a.precision) {
+        p.w_layout != a.w_layout || p.precision != a.precision || p.x_perm != a.x_perm) {
       throw InputError(
-          "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout and precision");
+          "matmul_group: every part must share x, ldx, t, k, w_dtype, w_layout, precision and "
+          "x_perm");
     }
   }
 }
@@ -184,6 +185,7 @@ void run(std::span<const MatmulArgs> parts, ThreadPool* pool, CpuIsa isa, RangeF
   if (args.w_dtype != DType::kF32 && args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF16) {
     throw InputError(std::string("matmul: unsupported weight dtype ") + dtype_name(args.w_dtype));
   }
+  if (args.x_perm) throw InputError("matmul: x_perm is for block-quantized weights");
   if (args.w_layout != WeightLayout::kRows) {
     if (args.w_dtype != DType::kBF16 && args.w_dtype != DType::kF32) {
       throw InputError(

@@ -32,6 +32,9 @@ struct MatmulArgs {
   int64_t n = 0;  // rows of W = output columns
   MatmulPrecision precision = MatmulPrecision::kF32;
   WeightLayout w_layout = WeightLayout::kRows;  // kInterleaved16: Q8_0 / Q4_0, N % 16 == 0
+  // Optional, block-quantized W only: column j of W multiplies x[perm[j]] (K entries). Act-order
+  // GPTQ modules have their columns sorted by group once at load; X is gathered to match.
+  const int32_t* x_perm = nullptr;
   // Optional: the bytes the next product will read. In decode of one row each thread, once
   // its work is done, requests the start of its share of them, which then arrives while the
   // threads wait between the two sections (and the step thread does its serial work).

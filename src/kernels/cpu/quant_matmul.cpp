@@ -86,8 +86,14 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
                                                          : quant_detail::quantize_act_row;
   auto quantize_rows = [&](size_t begin, size_t end) {
+    std::vector<float> gathered(a.x_perm ? static_cast<size_t>(a.k) : 0);
     for (size_t t = begin; t < end; ++t) {
-      quantize_row(a.x + t * a.ldx, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
+      const float* x = a.x + t * a.ldx;
+      if (a.x_perm) {
+        for (int64_t j = 0; j < a.k; ++j) gathered[static_cast<size_t>(j)] = x[a.x_perm[j]];
+        x = gathered.data();
+      }
+      quantize_row(x, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
                    want_off ? s.off.data() + t * nb * 8 : nullptr,
                    want_xs ? s.xs.data() + t * nb : nullptr,
                    want_corr ? s.corr.data() + t * nb : nullptr, corr_mult);
