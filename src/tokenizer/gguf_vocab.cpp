@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/utf8.h"
 #include "tokenizer/piece_index.h"
+#include "tokenizer/text_pipeline.h"
 
 namespace gemmaserve {
 
@@ -141,13 +142,6 @@ constexpr std::array<std::string_view, 7> kVisibleMarkers = {
     "<|channel>",       "<channel|>",       "<|tool_call>", "<tool_call|>",
     "<|tool_response>", "<tool_response|>", "<|\"|>"};
 
-bool is_byte_piece(std::string_view p) {
-  auto hex = [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  };
-  return p.size() == 6 && p.substr(0, 3) == "<0x" && hex(p[3]) && hex(p[4]) && p[5] == '>';
-}
-
 }  // namespace
 
 void add_gguf_vocab(const TokenizerSpec& spec, const GgufVocabExtras& extras, GgufMetadata& out) {
@@ -159,7 +153,7 @@ void add_gguf_vocab(const TokenizerSpec& spec, const GgufVocabExtras& extras, Gg
   for (size_t i = 0; i < spec.vocab.size(); ++i) {
     tokens[i] = spec.vocab[i];
     covered[i] = true;
-    if (is_byte_piece(tokens[i])) types[i] = static_cast<int32_t>(GgufTokenType::kByte);
+    if (Decoder::byte_of_piece(tokens[i])) types[i] = static_cast<int32_t>(GgufTokenType::kByte);
   }
   for (const AddedToken& t : spec.added_tokens) {
     const auto i = static_cast<size_t>(t.id);

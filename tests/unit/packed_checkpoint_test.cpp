@@ -512,6 +512,13 @@ TEST(PackedCheckpointCli, GenerateServesAPackedCheckpointAndQuantizeRefusesIt) {
                            " --type q8_0 2>&1 >/dev/null");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find(dir + ": checkpoint is already quantized"), std::string::npos) << r.out;
+  // Nor into a GGUF.
+  r = testing::run_command(cli + " quantize " + dir + " " + (tmp.path() / "q.gguf").string() +
+                           " --type q8_0 2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(dir + ": checkpoint is already quantized; quantize the original"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct ActScratch {
   std::vector<int8_t> q;
   std::vector<float> d, xs;
   std::vector<int32_t> off, corr;
+  std::vector<float> gathered;  // X in MatmulArgs::x_perm order (act-order modules only)
 };
 
 ActScratch& thread_scratch() {
@@ -83,15 +84,16 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   const bool want_corr = interleaved && a.w_dtype != DType::kQ4_K;
   const int32_t corr_mult = a.w_dtype == DType::kQ8_0 ? -128 : -8;
   grow(s, rows, a.k, want_off, want_xs, want_corr);
+  if (a.x_perm && s.gathered.size() < rows * a.k) s.gathered.resize(rows * a.k);
   const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
                                                          : quant_detail::quantize_act_row;
   auto quantize_rows = [&](size_t begin, size_t end) {
-    std::vector<float> gathered(a.x_perm ? static_cast<size_t>(a.k) : 0);
     for (size_t t = begin; t < end; ++t) {
       const float* x = a.x + t * a.ldx;
       if (a.x_perm) {
-        for (int64_t j = 0; j < a.k; ++j) gathered[static_cast<size_t>(j)] = x[a.x_perm[j]];
-        x = gathered.data();
+        float* row = s.gathered.data() + t * a.k;
+        for (int64_t j = 0; j < a.k; ++j) row[j] = x[a.x_perm[j]];
+        x = row;
       }
       quantize_row(x, a.k, s.q.data() + t * a.k, s.d.data() + t * nb,
                    want_off ? s.off.data() + t * nb * 8 : nullptr,
