@@ -20,34 +20,74 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/peak_rate.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace gemmaserve {
 
-// Integer sum in 64-byte vectors (GCC vector extension; wide clones where the CPU has them), so
-// the loop never limits the bandwidth it measures.
-using Words8 = uint64_t __attribute__((vector_size(64)));
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-uint64_t
-sum_words(const uint64_t* p, size_t n, size_t prefetch_words, bool into_l2) {
-  Words8 a = {}, b = {};
+namespace {
+
+template <ReadAhead kHow>
+inline void request_line(const uint64_t* at) {
+  if constexpr (kHow == ReadAhead::kL2) __builtin_prefetch(at, 0, 2);
+  if constexpr (kHow == ReadAhead::kNonTemporal) __builtin_prefetch(at, 0, 0);
+  if constexpr (kHow == ReadAhead::kL1) __builtin_prefetch(at, 0, 3);
+}
+
+// One 64-byte line per step, every line requested `prefetch_words` ahead when that is not 0.
+// Explicit 256-bit adds: GCC's 64-byte vector extension spilled its sums to the stack every
+// step and read 22 GB/s where a plain loop reads 28-29 (Zen 3, 2 threads).
+#if defined(__x86_64__)
+template <ReadAhead kHow>
+__attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, size_t n,
+                                                        size_t prefetch_words, size_t* done) {
+  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if (prefetch_words != 0) {
-      if (into_l2) {
-        __builtin_prefetch(p + i + prefetch_words, 0, 2);
-      } else {
-        __builtin_prefetch(p + i + prefetch_words);
-      }
-    }
-    Words8 u, v;
-    std::memcpy(&u, p + i, sizeof(u));
-    std::memcpy(&v, p + i + 8, sizeof(v));
-    a += u;
-    b += v;
+  for (; i + 8 <= n; i += 8) {
+    if (prefetch_words != 0) request_line<kHow>(p + i + prefetch_words);
+    a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
   }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(a, b));
+  *done = i;
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+#endif
+
+template <ReadAhead kHow>
+uint64_t sum_lines(const uint64_t* p, size_t n, size_t prefetch_words, size_t* done) {
+#if defined(__x86_64__)
+  if (cpu::cpu_supports(cpu::CpuIsa::kAvx2))
+    return sum_lines_avx2<kHow>(p, n, prefetch_words, done);
+#endif
+  uint64_t s[4] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (prefetch_words != 0) request_line<kHow>(p + i + prefetch_words);
+    for (int j = 0; j < 8; ++j) s[j % 4] += p[i + j];
+  }
+  *done = i;
+  return s[0] + s[1] + s[2] + s[3];
+}
+
+}  // namespace
+
+uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words, ReadAhead how) {
+  size_t i = 0;
   uint64_t s = 0;
-  for (int j = 0; j < 8; ++j) s += a[j] + b[j];
+  switch (how) {
+    case ReadAhead::kL1:
+      s = sum_lines<ReadAhead::kL1>(p, n, prefetch_words, &i);
+      break;
+    case ReadAhead::kL2:
+      s = sum_lines<ReadAhead::kL2>(p, n, prefetch_words, &i);
+      break;
+    case ReadAhead::kNonTemporal:
+      s = sum_lines<ReadAhead::kNonTemporal>(p, n, prefetch_words, &i);
+      break;
+  }
   for (; i < n; ++i) s += p[i];
   return s;
 }
@@ -74,13 +114,16 @@ uint64_t one_row_bytes(const WeightMatrix& m) { return m ? dtype_row_bytes(m.dty
 
 const char* kMembwUsage =
     "usage: gemmaserve bench membw [--threads N (all cores)] [--size-mib M (1024)] [--json]\n"
-    "Read-only sum over a buffer of M MiB, best of 5 passes (each reads it two ways:\n"
-    "lines requested 4 KiB ahead into L1, and 1 KiB ahead into L2).\n";
+    "Read-only sum over a buffer of M MiB, best of 5 passes (each reads it four ways: no\n"
+    "requests, lines requested 4 KiB ahead into L1, 1 KiB ahead into L2, 8 KiB ahead\n"
+    "non-temporally).\n";
 
 const char* kPeakUsage =
     "usage: gemmaserve bench peak [--threads N (all cores)] [--json]\n"
     "Arithmetic peak measured on every thread at once: 16-lane f32 FMA, vdpbf16ps (bf16 dot)\n"
-    "and vpdpbusd (int8 dot), twelve independent chains each, best of 3 (0 = not on this CPU).\n"
+    "and the int8 dot of the quantized kernels at this level (vpdpbusd, 512- or 256-bit, or\n"
+    "AVX2's vpmaddubsw + vpaddw), twelve independent chains each, best of 3 (0 = not on this\n"
+    "CPU).\n"
     "Two vCPUs that are SMT siblings of one core share one core's units: compare with\n"
     "--threads 1.\n";
 
@@ -106,21 +149,24 @@ ReadBandwidthProbe::ReadBandwidthProbe(size_t bytes, int threads)
 double ReadBandwidthProbe::measure(int passes) {
   const size_t words = words_;
   const auto* data = reinterpret_cast<const uint64_t*>(buffer_.get());
-  // Each pass reads the buffer twice: lines requested 4 KiB ahead into L1, then 1 KiB ahead
-  // into L2 (an Intel Xeon read 39 GB/s the second way against 36.5 the first, 2 threads);
-  // the best read counts.
+  // Each pass reads the buffer four ways: no requests (the hardware prefetchers alone), lines
+  // requested 4 KiB ahead into L1, 1 KiB ahead into L2 (an Intel Xeon read 39 GB/s this way
+  // against 36.5 the second) and 8 KiB ahead non-temporally (as the AMD decode kernels request
+  // theirs); the best read counts.
   struct Way {
     size_t prefetch_words;
-    bool into_l2;
+    ReadAhead how;
   };
-  constexpr Way kWays[] = {{512, false}, {128, true}};
+  constexpr Way kWays[] = {{0, ReadAhead::kL1},
+                           {512, ReadAhead::kL1},
+                           {128, ReadAhead::kL2},
+                           {1024, ReadAhead::kNonTemporal}};
   double best = 0.0;
   for (int pass = 0; pass < passes; ++pass) {
     for (const Way& way : kWays) {
       const Clock::time_point start = Clock::now();
       pool_.parallel_for_grain(words, 4096, [&](size_t b, size_t e) {
-        sums_[b * pool_.size() / words] +=
-            sum_words(data + b, e - b, way.prefetch_words, way.into_l2);
+        sums_[b * pool_.size() / words] += sum_words(data + b, e - b, way.prefetch_words, way.how);
       });
       const double s = seconds_since(start);
       best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);

@@ -28,9 +28,13 @@ class ReadBandwidthProbe {
   std::vector<uint64_t> sums_;
 };
 
+// How sum_words requests the lines ahead of its reads.
+enum class ReadAhead { kL1, kL2, kNonTemporal };
+
 // Sum of the n words at p (a read that is not optimised away), requesting the line
-// `prefetch_words` ahead of each one read when that is not 0, into L1 or into L2.
-uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words, bool into_l2 = false);
+// `prefetch_words` ahead of each one read when that is not 0, as `how` says.
+uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words,
+                   ReadAhead how = ReadAhead::kL1);
 
 // Median of v (the mean of the middle two for an even count); v must not be empty.
 double median(std::vector<double> v);

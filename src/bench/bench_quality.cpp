@@ -172,12 +172,12 @@ namespace {
 constexpr const char* kKernelUsage =
     "usage: gemmaserve bench quant-kernel [--type q8_0|q4_0|q4_k] [--k K] [--n N] [--t T]\n"
     "                                     [--iters I] [--threads N]\n"
-    "                                     [--isa portable|avx2|avx512-vnni]\n"
+    "                                     [--isa portable|avx2|avxvnni|avx512-vnni]\n"
     "                                     [--layout rows|interleaved] [--copies C]\n"
     "                                     [--ahead cpu|BYTES,...]\n"
     "Times Y[T, N] = X[T, K] W[N, K]^T on random quantized weights (default q4_0, K 2560,\n"
     "N 10240, T 1, best ISA, the layout a model load would choose: interleaved for q8_0,\n"
-    "q4_0 and q4_k where the avx512-vnni path runs): prints ms per call, GB/s of weights\n"
+    "q4_0 and q4_k on every SIMD path): prints ms per call, GB/s of weights\n"
     "and int8 GOPS (2TNK). --copies C cycles through C copies of W, so matrices smaller\n"
     "than the caches stream from memory as they do in a model's decode. --ahead times each\n"
     "listed distance at which one-row interleaved products request their weight lines (cpu:\n"
@@ -231,7 +231,8 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
     }
     if (auto v = p.get("--isa")) {
       bool known = false;
-      for (auto i : {cpu::QuantIsa::kPortable, cpu::QuantIsa::kAvx2, cpu::QuantIsa::kAvx512Vnni}) {
+      for (auto i : {cpu::QuantIsa::kPortable, cpu::QuantIsa::kAvx2, cpu::QuantIsa::kAvxVnni,
+                     cpu::QuantIsa::kAvx512Vnni}) {
         if (*v == cpu::quant_isa_name(i)) {
           isa = i;
           known = true;
@@ -269,7 +270,7 @@ int run_quant_kernel_bench_command(const std::vector<std::string>& args) {
   }
   if (!layout) {
     const bool interleave =
-        cpu::interleave_supported(type, n, k) && isa == cpu::QuantIsa::kAvx512Vnni;
+        cpu::interleave_supported(type, n, k) && isa != cpu::QuantIsa::kPortable;
     layout = interleave ? WeightLayout::kInterleaved16 : WeightLayout::kRows;
   }
   if (*layout == WeightLayout::kInterleaved16) {

@@ -10,6 +10,7 @@
 
 #include "core/huge_pages.h"
 #include "core/logging.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/interleave.h"
 
 namespace gemmaserve {
@@ -47,7 +48,8 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
   for (const auto& item : todo) bytes += aligned_size(*item.first);
   const double gib = static_cast<double>(bytes) / (1 << 30);
   GS_LOG_INFO << "regrouping " << todo.size() << " weight matrices (" << gib
-              << " GiB) 16 rows at a time for the AVX-512 kernels";
+              << " GiB) 16 rows at a time for the " << cpu::cpu_isa_name(cpu::cpu_isa())
+              << " kernels";
   std::shared_ptr<std::byte> arena = allocate_huge_page_buffer(bytes);
   size_t offset = 0;
   for (const auto& item : todo) {

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak_rate.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "model/weights.h"
 #include "server_test_support.h"
 
@@ -72,7 +73,8 @@ TEST(PeakRates, KindsThisCpuHasAreMeasured) {
   const bool avx512 = cpu::cpu_supports(cpu::CpuIsa::kAvx512);
   EXPECT_EQ(r.f32_fma_flops > 0, cpu::cpu_supports(cpu::CpuIsa::kAvx2));
   EXPECT_EQ(r.bf16_dot_flops > 0, avx512 && f.avx512_bf16);
-  EXPECT_EQ(r.int8_dot_ops > 0, avx512 && f.avx512_vnni);
+  // The int8 dot of the quantized kernels at this level: AVX2, AVX-VNNI or AVX-512 VNNI.
+  EXPECT_EQ(r.int8_dot_ops > 0, cpu::quant_best_isa() != cpu::QuantIsa::kPortable);
 }
 
 }  // namespace

@@ -91,13 +91,21 @@ void check_against_reference(CpuIsa isa, DType dtype, Shape s, ThreadPool* pool,
 }
 
 TEST(CpuFeatures, ChosenLevelIsSupportedAndNamesParse) {
+  const CpuFeatures& f = cpu_features();
   EXPECT_TRUE(cpu_supports(cpu_isa())) << cpu_isa_name(cpu_isa());
   EXPECT_TRUE(cpu_supports(CpuIsa::kPortable));
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512}) {
     EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
   }
-  EXPECT_THROW(parse_cpu_isa("sse9"), InputError);
-  const CpuFeatures& f = cpu_features();
+  try {
+    parse_cpu_isa("sse9");
+    ADD_FAILURE() << "sse9 parsed";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "unknown CPU ISA 'sse9' (expected portable, avx2, avxvnni or avx512)");
+  }
+  if (cpu_supports(CpuIsa::kAvxVnni)) {
+    EXPECT_TRUE(f.avx2 && f.avx_vnni);
+  }
   if (cpu_supports(CpuIsa::kAvx512)) {
     EXPECT_TRUE(f.avx2 && f.avx512f && f.avx512bw);
   }
@@ -441,6 +449,25 @@ TEST(BenchCli, PeakJson) {
   EXPECT_EQ(j.at("threads").get<int>(), 1);
   EXPECT_EQ(j.at("f32_fma_flops").get<double>() > 0, cpu_supports(CpuIsa::kAvx2));
   for (const char* key : {"bf16_dot_flops", "int8_dot_ops"}) EXPECT_TRUE(j.contains(key)) << key;
+}
+
+// A forced level the CPU lacks becomes the highest level below it that it has, with a warning
+// naming both (an AVX-512 CPU without AVX-VNNI asked for avxvnni runs avx2, not avx512).
+TEST(CpuFeatures, ForcedLevelFallsToTheHighestSupportedBelowIt) {
+  const auto r = testing::run_command(
+      "GEMMASERVE_CPU_ISA=avxvnni " + testing::cli_binary().string() +
+      " bench matmul --t 1 --k 64 --n 32 --iters 2 --stream-mib 1 --threads 1 --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string want = cpu_supports(CpuIsa::kAvxVnni) ? "avxvnni"
+                           : cpu_supports(CpuIsa::kAvx2)  ? "avx2"
+                                                          : "portable";
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j.at("isa").get<std::string>(), want);
+  if (!cpu_supports(CpuIsa::kAvxVnni)) {
+    EXPECT_NE(r.out.find("GEMMASERVE_CPU_ISA=avxvnni is not supported by this CPU; using " + want),
+              std::string::npos)
+        << r.out;
+  }
 }
 
 TEST(BenchCli, MatmulJsonHonoursIsaOverride) {

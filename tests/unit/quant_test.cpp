@@ -207,7 +207,7 @@ std::vector<Problem> problems() {
 
 TEST(QuantMatmul, EveryIsaMatchesPortableBitwise) {
   ThreadPool pool(2);
-  for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+  for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvxVnni, QuantIsa::kAvx512Vnni}) {
     if (!quant_isa_supported(isa)) {
       std::printf("skipping %s: not supported here\n", quant_isa_name(isa));
       continue;
@@ -288,7 +288,8 @@ TEST(QuantMatmul, InputPermutationEqualsAPermutedX) {
     for (int64_t t = 0; t < p.t; ++t) {
       for (int64_t j = 0; j < p.k; ++j) permuted[t * p.k + j] = x[t * p.k + perm[j]];
     }
-    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    for (QuantIsa isa :
+         {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvxVnni, QuantIsa::kAvx512Vnni}) {
       if (!quant_isa_supported(isa)) continue;
       const auto want = run(p, w, permuted, &pool, isa, p.k);
       const auto got = run(p, w, x, &pool, isa, p.k, WeightLayout::kRows, -1, perm.data());
@@ -329,31 +330,34 @@ TEST(QuantMatmul, RejectsBadShapes) {
 }
 
 TEST(QuantMatmul, VectorActivationQuantizationMatchesScalar) {
-  if (!quant_isa_supported(QuantIsa::kAvx512Vnni)) {
-    std::printf("skipping: no avx512-vnni here\n");
-    return;
-  }
-  const int64_t k = 32 * 9;
+  const int64_t k = 32 * 10;
   auto x = random_values(k, 77, 3.0f);
   for (int i = 32; i < 64; ++i) x[i] = 0.0f;                     // all-zero block
   for (int i = 64; i < 96; ++i) x[i] *= 1e-30f;                  // tiny scale
   for (int i = 96; i < 128; ++i) x[i] = (i % 2 ? 2.5f : -0.5f);  // exact ties
   for (int i = 128; i < 160; ++i) x[i] *= 1e30f;                 // huge scale
   for (int i = 160; i < 192; ++i) x[i] *= 1e-40f;                // subnormal: inverse overflows
+  for (int i = 192; i < 224; ++i) x[i] = (i % 5 ? 1.0f : -1.0f) * (i - 190);  // +-127 reached
   struct Out {
-    std::vector<int8_t> q = std::vector<int8_t>(32 * 9);
-    std::vector<float> d = std::vector<float>(9), xs = std::vector<float>(9);
-    std::vector<int32_t> off = std::vector<int32_t>(72), corr = std::vector<int32_t>(9);
-  } a, b;
+    std::vector<int8_t> q = std::vector<int8_t>(32 * 10);
+    std::vector<float> d = std::vector<float>(10), xs = std::vector<float>(10);
+    std::vector<int32_t> off = std::vector<int32_t>(80), corr = std::vector<int32_t>(10);
+  };
+  Out a;
   quant_detail::quantize_act_row(x.data(), k, a.q.data(), a.d.data(), a.off.data(), a.xs.data(),
                                  a.corr.data(), -128);
-  quant_detail::quantize_act_row_avx512(x.data(), k, b.q.data(), b.d.data(), b.off.data(),
-                                        b.xs.data(), b.corr.data(), -128);
-  EXPECT_EQ(a.q, b.q);
-  EXPECT_EQ(std::memcmp(a.d.data(), b.d.data(), 9 * 4), 0);
-  EXPECT_EQ(std::memcmp(a.xs.data(), b.xs.data(), 9 * 4), 0);
-  EXPECT_EQ(a.off, b.off);
-  EXPECT_EQ(a.corr, b.corr);
+  for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    if (!quant_isa_supported(isa)) continue;
+    Out b;
+    const auto vector_row = isa == QuantIsa::kAvx2 ? quant_detail::quantize_act_row_avx2
+                                                   : quant_detail::quantize_act_row_avx512;
+    vector_row(x.data(), k, b.q.data(), b.d.data(), b.off.data(), b.xs.data(), b.corr.data(), -128);
+    EXPECT_EQ(a.q, b.q) << quant_isa_name(isa);
+    EXPECT_EQ(std::memcmp(a.d.data(), b.d.data(), 10 * 4), 0) << quant_isa_name(isa);
+    EXPECT_EQ(std::memcmp(a.xs.data(), b.xs.data(), 10 * 4), 0) << quant_isa_name(isa);
+    EXPECT_EQ(a.off, b.off) << quant_isa_name(isa);
+    EXPECT_EQ(a.corr, b.corr) << quant_isa_name(isa);
+  }
 }
 
 // --- Interleaved layout (quant_interleave.h) ---
@@ -485,8 +489,9 @@ std::vector<Problem> interleave_problems() {
       out.push_back({d, 12, 32, k});
       out.push_back({d, 6, 48, k});  // remainder tiles of 2 and 3 rows
       out.push_back({d, 7, 48, k});
-      out.push_back({d, 9, 48, k});   // batched decode: 8-row tiles with a 1-row tail
-      out.push_back({d, 11, 32, k});  // and a 3-row tail
+      out.push_back({d, 9, 48, k});    // batched decode: 8-row tiles with a 1-row tail
+      out.push_back({d, 11, 32, k});   // and a 3-row tail
+      out.push_back({d, 37, 192, k});  // prefill and MoE expert batches: many 4-row tiles
     }
   }
   return out;
@@ -501,7 +506,8 @@ TEST(QuantInterleave, EveryIsaMatchesTheCanonicalOrderBitwise) {
     const auto w = interleaved(p.dtype, rows, p.n, p.k);
     const auto x = random_values(p.t * ldx, seed++);
     const auto ref = interleaved_reference(p.dtype, rows, x, p, ldx);
-    for (QuantIsa isa : {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    for (QuantIsa isa :
+         {QuantIsa::kPortable, QuantIsa::kAvx2, QuantIsa::kAvxVnni, QuantIsa::kAvx512Vnni}) {
       if (!quant_isa_supported(isa)) {
         std::printf("skipping %s: not supported here\n", quant_isa_name(isa));
         continue;
@@ -510,6 +516,42 @@ TEST(QuantInterleave, EveryIsaMatchesTheCanonicalOrderBitwise) {
       ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * 4), 0)
           << quant_isa_name(isa) << " " << dtype_name(p.dtype) << " T=" << p.t << " N=" << p.n
           << " K=" << p.k;
+    }
+  }
+}
+
+// Every stored byte value (Q8_0's 0 is q = -128, the sign trick's one 128) against activations
+// at +-127 in every block: the int16 sums of the AVX2 path are at their bound and stay exact.
+TEST(QuantInterleave, ExtremeValuesExactOnEveryIsa) {
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  for (DType d : kTypes) {
+    for (int64_t t : {1, 5}) {
+      const Problem p{d, t, 32, 512};
+      std::vector<std::byte> rows(dtype_row_bytes(d, p.k) * p.n);
+      const size_t bb = dtype_row_bytes(d, dtype_block_elems(d));
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const size_t in_block = i % bb, row = i / dtype_row_bytes(d, p.k);
+        // Rows 0-3 all zero bits, all one bits, 0x0F, 0xF0; the rest random.
+        const uint8_t fixed[] = {0x00, 0xFF, 0x0F, 0xF0};
+        uint8_t v = row < 4 ? fixed[row] : static_cast<uint8_t>(rng());
+        // Scales stay small and finite: f16 0x2000-0x23FF (about 0.008).
+        if (in_block < (d == DType::kQ4_K ? 4u : 2u)) v = in_block % 2 ? 0x20 : v;
+        rows[i] = std::byte{v};
+      }
+      const auto w = interleaved(d, rows, p.n, p.k);
+      std::vector<float> x(p.t * p.k);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const int64_t block = static_cast<int64_t>(i / 32) % 4;
+        x[i] = block == 0 ? 1.0f : block == 1 ? -1.0f : (i % 2 ? 3.0f : -3.0f);
+      }
+      const auto ref = run(p, w, x, &pool, QuantIsa::kPortable, p.k, WeightLayout::kInterleaved16);
+      for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvxVnni, QuantIsa::kAvx512Vnni}) {
+        if (!quant_isa_supported(isa)) continue;
+        const auto got = run(p, w, x, &pool, isa, p.k, WeightLayout::kInterleaved16);
+        ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * 4), 0)
+            << quant_isa_name(isa) << " " << dtype_name(d) << " T=" << t;
+      }
     }
   }
 }

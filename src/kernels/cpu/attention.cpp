@@ -196,7 +196,7 @@ detail::AttendGroupFn attend_fn(SimdIsa isa, int head_dim) {
   if (head_dim % 16 != 0) return detail::attend_group_portable;
 #if defined(__x86_64__)
   if (isa == SimdIsa::kAvx512) return detail::attend_group_avx512;
-  if (isa == SimdIsa::kAvx2) return detail::attend_group_avx2;
+  if (isa == SimdIsa::kAvx2 || isa == SimdIsa::kAvxVnni) return detail::attend_group_avx2;
 #else
   (void)isa;
 #endif

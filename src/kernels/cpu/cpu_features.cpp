@@ -53,11 +53,15 @@ CpuFeatures detect() {
 CpuFeatures detect() { return CpuFeatures{}; }
 #endif
 
-CpuIsa best_isa() {
-  if (cpu_supports(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
-  if (cpu_supports(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+// The highest level at or below `want` that this CPU supports.
+CpuIsa highest_supported(CpuIsa want) {
+  for (int level = static_cast<int>(want); level > 0; --level) {
+    if (cpu_supports(static_cast<CpuIsa>(level))) return static_cast<CpuIsa>(level);
+  }
   return CpuIsa::kPortable;
 }
+
+CpuIsa best_isa() { return highest_supported(CpuIsa::kAvx512); }
 
 LinePrefetch choose_once_line_prefetch() {
   const char* forced = std::getenv("GEMMASERVE_LINE_PREFETCH");
@@ -76,10 +80,11 @@ CpuIsa choose_isa() {
   const char* forced = std::getenv("GEMMASERVE_CPU_ISA");
   if (forced == nullptr || *forced == '\0') return best;
   const CpuIsa want = parse_cpu_isa(forced);
-  if (static_cast<int>(want) > static_cast<int>(best)) {
+  if (!cpu_supports(want)) {
+    const CpuIsa lower = highest_supported(want);
     GS_LOG_WARNING << "GEMMASERVE_CPU_ISA=" << forced << " is not supported by this CPU; using "
-                   << cpu_isa_name(best);
-    return best;
+                   << cpu_isa_name(lower);
+    return lower;
   }
   return want;
 }
@@ -99,6 +104,8 @@ bool cpu_supports(CpuIsa isa) {
       return true;
     case CpuIsa::kAvx2:
       return avx2;
+    case CpuIsa::kAvxVnni:
+      return avx2 && f.avx_vnni;
     case CpuIsa::kAvx512:
       return avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
   }
@@ -151,6 +158,8 @@ const char* cpu_isa_name(CpuIsa isa) {
       return "portable";
     case CpuIsa::kAvx2:
       return "avx2";
+    case CpuIsa::kAvxVnni:
+      return "avxvnni";
     case CpuIsa::kAvx512:
       return "avx512";
   }
@@ -161,8 +170,9 @@ CpuIsa parse_cpu_isa(const char* name) {
   const std::string s = name;
   if (s == "portable") return CpuIsa::kPortable;
   if (s == "avx2") return CpuIsa::kAvx2;
+  if (s == "avxvnni") return CpuIsa::kAvxVnni;
   if (s == "avx512") return CpuIsa::kAvx512;
-  throw InputError("unknown CPU ISA '" + s + "' (expected portable, avx2 or avx512)");
+  throw InputError("unknown CPU ISA '" + s + "' (expected portable, avx2, avxvnni or avx512)");
 }
 
 }  // namespace gemmaserve::cpu

@@ -17,8 +17,10 @@ struct CpuFeatures {
   bool amd = false;  // cpuid vendor "AuthenticAMD"
 };
 
-// Kernel levels, lowest first. kAvx2 needs avx2+fma+f16c; kAvx512 needs avx512f/bw/dq/vl too.
-enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+// Kernel levels, lowest first. kAvx2 needs avx2+fma+f16c; kAvxVnni adds AVX-VNNI (the VEX
+// vpdpbusd of Intel 12th gen and later: the quantized kernels use it, the float ones are
+// kAvx2's); kAvx512 needs avx512f/bw/dq/vl.
+enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3 };
 
 // Detected once (cpuid + xgetbv: the OS must save the vector state); all false off x86-64.
 const CpuFeatures& cpu_features();
@@ -26,13 +28,14 @@ const CpuFeatures& cpu_features();
 // Whether this CPU can run kernels of `isa`.
 bool cpu_supports(CpuIsa isa);
 
-// The best supported level, lowered by GEMMASERVE_CPU_ISA=portable|avx2|avx512 if set (a level
-// the CPU lacks is clamped to the best it has, with a warning). Chosen on first call.
+// The best supported level, lowered by GEMMASERVE_CPU_ISA=portable|avx2|avxvnni|avx512 if set (a
+// level the CPU lacks becomes the best one below it that it has, with a warning). Chosen on
+// first call.
 CpuIsa cpu_isa();
 
 const char* cpu_isa_name(CpuIsa isa);
 
-// Parses "portable", "avx2" or "avx512"; InputError otherwise.
+// Parses "portable", "avx2", "avxvnni" or "avx512"; InputError otherwise.
 CpuIsa parse_cpu_isa(const char* name);
 
 }  // namespace gemmaserve::cpu

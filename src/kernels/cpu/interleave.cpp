@@ -186,7 +186,7 @@ bool interleave_supported(DType dtype, int64_t rows, int64_t cols) {
 bool interleave_preferred(DType dtype) {
   if (dtype == DType::kBF16 || dtype == DType::kF32) return cpu_isa() == CpuIsa::kAvx512;
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K) &&
-         quant_best_isa() == QuantIsa::kAvx512Vnni;
+         quant_best_isa() != QuantIsa::kPortable;
 }
 
 void interleave_rows(DType dtype, const void* src, void* dst, int64_t rows, int64_t cols,

@@ -48,8 +48,8 @@ constexpr int64_t kInterleaveRows = 16;
 // Q4_0 with cols a multiple of 32, or Q4_K with cols a multiple of 256; rows a multiple of 16.
 bool interleave_supported(DType dtype, int64_t rows, int64_t cols);
 
-// Whether the matmul this process uses runs faster on interleaved `dtype` weights: the AVX-512
-// VNNI path for Q8_0 / Q4_0 / Q4_K, the AVX-512 level for F32 and BF16.
+// Whether the matmul this process uses runs faster on interleaved `dtype` weights: every SIMD
+// path (AVX2, AVX-VNNI, AVX-512 VNNI) for Q8_0 / Q4_0 / Q4_K, the AVX-512 level for F32 and BF16.
 bool interleave_preferred(DType dtype);
 
 // Regroups a row-major [rows, cols] matrix into the interleaved layout; dst must not overlap

@@ -97,6 +97,7 @@ Kernels kernels_for(CpuIsa isa) {
     case CpuIsa::kAvx512:
       return {detail::matmul_range_avx512, detail::dot_f32_avx512};
     case CpuIsa::kAvx2:
+    case CpuIsa::kAvxVnni:  // no float instructions of its own
       return {detail::matmul_range_avx2, detail::dot_f32_avx2};
 #endif
     default:

@@ -74,6 +74,7 @@ const ElementwiseKernels& elementwise_kernels(SimdIsa isa) {
   switch (isa) {
 #if defined(__x86_64__)
     case SimdIsa::kAvx2:
+    case SimdIsa::kAvxVnni:  // no float instructions of its own
       return detail::avx2_elementwise_kernels();
     case SimdIsa::kAvx512:
       return detail::avx512_elementwise_kernels();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_matmul.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,7 +29,8 @@ constexpr int64_t kInnerIters = 4096;
 #define GS_PEAK_RUN(NAME, TARGET, X)                         \
   __attribute__((target(TARGET))) void NAME(int64_t iters) { \
     GS_PEAK_ALL(GS_PEAK_DECL_##NAME)                         \
-    const auto x = X;                                        \
+    auto x = X;                                              \
+    asm volatile("" : "+v"(x)); /* not a known constant */   \
     for (int64_t it = 0; it < iters; ++it) {                 \
       GS_PEAK_ALL(GS_PEAK_OP_##NAME)                         \
     }                                                        \
@@ -52,6 +54,18 @@ GS_PEAK_RUN(run_bf16, "avx512f,avx512bf16", (__m512bh)_mm512_set1_epi16(0x3f80))
 #define GS_PEAK_OP_run_int8(i) a##i = _mm512_dpbusd_epi32(a##i, x, x);
 GS_PEAK_RUN(run_int8, "avx512f,avx512vnni", _mm512_set1_epi8(1))
 
+// AVX-VNNI: the VEX vpdpbusd, 32 multiply-adds per instruction.
+#define GS_PEAK_DECL_run_int8_avxvnni(i) __m256i a##i = _mm256_set1_epi32(i);
+#define GS_PEAK_OP_run_int8_avxvnni(i) a##i = _mm256_dpbusd_avx_epi32(a##i, x, x);
+GS_PEAK_RUN(run_int8_avxvnni, "avx2,avxvnni", _mm256_set1_epi8(1))
+
+// AVX2: vpmaddubsw, 32 multiplies and 16 adds into int16 pairs, accumulated with vpaddw: the
+// inner step of the AVX2 quantized kernels (quant_matmul_avx2_interleaved.cpp).
+#define GS_PEAK_DECL_run_int8_avx2(i) __m256i a##i = _mm256_set1_epi16(static_cast<int16_t>(i));
+// The accumulator feeds the multiply too, so the product cannot be hoisted out of the loop.
+#define GS_PEAK_OP_run_int8_avx2(i) a##i = _mm256_add_epi16(a##i, _mm256_maddubs_epi16(a##i, x));
+GS_PEAK_RUN(run_int8_avx2, "avx2", _mm256_set1_epi8(1))
+
 #undef GS_PEAK_SINK
 #undef GS_PEAK_ALL
 #endif
@@ -65,8 +79,16 @@ double ops_per_instruction(Kind kind) {
       return cpu_supports(CpuIsa::kAvx512) ? 32 : cpu_supports(CpuIsa::kAvx2) ? 16 : 0;
     case Kind::kBf16Dot:
       return cpu_supports(CpuIsa::kAvx512) && f.avx512_bf16 ? 64 : 0;
-    case Kind::kInt8Dot:
-      return cpu_supports(CpuIsa::kAvx512) && f.avx512_vnni ? 128 : 0;
+    case Kind::kInt8Dot:  // the instruction of the quantized kernels this process runs
+      switch (quant_best_isa()) {
+        case QuantIsa::kAvx512Vnni:
+          return 128;
+        case QuantIsa::kAvxVnni:
+        case QuantIsa::kAvx2:
+          return 64;  // 32 multiply-adds per instruction
+        case QuantIsa::kPortable:
+          return 0;
+      }
   }
 #else
   (void)kind;
@@ -82,7 +104,16 @@ void run(Kind kind, int64_t iters) {
     case Kind::kBf16Dot:
       return run_bf16(iters);
     case Kind::kInt8Dot:
-      return run_int8(iters);
+      switch (quant_best_isa()) {
+        case QuantIsa::kAvx512Vnni:
+          return run_int8(iters);
+        case QuantIsa::kAvxVnni:
+          return run_int8_avxvnni(iters);
+        case QuantIsa::kAvx2:
+          return run_int8_avx2(iters);
+        case QuantIsa::kPortable:
+          return;
+      }
   }
 #else
   (void)kind;

@@ -9,7 +9,10 @@ namespace gemmaserve::cpu {
 struct PeakRates {
   double f32_fma_flops = 0;   // 16-lane f32 FMA (2 flops per lane); AVX2 rate on AVX2-only CPUs
   double bf16_dot_flops = 0;  // vdpbf16ps (32 products + 32 sums); 0 without AVX512_BF16
-  double int8_dot_ops = 0;    // vpdpbusd (64 products + 64 sums); 0 without AVX512_VNNI
+  // The quantized kernels' instruction at this process's level (quant_best_isa): 512-bit
+  // vpdpbusd (64 products + 64 sums), 256-bit vpdpbusd (AVX-VNNI) or vpmaddubsw + vpaddw (AVX2;
+  // 32 + 32 each); 0 at the portable level.
+  double int8_dot_ops = 0;
 };
 
 // Runs each kind for about `seconds` on every thread of `pool` at once; best of `passes`.

@@ -86,7 +86,8 @@ QuantActs quantize_acts(const MatmulArgs& a, ThreadPool* pool, ActScratch& s, Qu
   grow(s, rows, a.k, want_off, want_xs, want_corr);
   if (a.x_perm && s.gathered.size() < rows * a.k) s.gathered.resize(rows * a.k);
   const auto quantize_row = isa == QuantIsa::kAvx512Vnni ? quant_detail::quantize_act_row_avx512
-                                                         : quant_detail::quantize_act_row;
+                            : isa == QuantIsa::kPortable ? quant_detail::quantize_act_row
+                                                         : quant_detail::quantize_act_row_avx2;
   auto quantize_rows = [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
       const float* x = a.x + t * a.ldx;
@@ -215,6 +216,8 @@ bool quant_isa_supported(QuantIsa isa) {
       return true;
     case QuantIsa::kAvx2:
       return cpu_supports(CpuIsa::kAvx2);
+    case QuantIsa::kAvxVnni:
+      return cpu_supports(CpuIsa::kAvxVnni);
     case QuantIsa::kAvx512Vnni:
       return cpu_supports(CpuIsa::kAvx512) && f.avx512_vnni;
   }
@@ -227,6 +230,9 @@ QuantIsa quant_best_isa() {
   if (level == CpuIsa::kAvx512 && quant_isa_supported(QuantIsa::kAvx512Vnni)) {
     return QuantIsa::kAvx512Vnni;
   }
+  if (level >= CpuIsa::kAvxVnni && quant_isa_supported(QuantIsa::kAvxVnni)) {
+    return QuantIsa::kAvxVnni;
+  }
   if (level != CpuIsa::kPortable && quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
   return QuantIsa::kPortable;
 }
@@ -237,6 +243,8 @@ const char* quant_isa_name(QuantIsa isa) {
       return "portable";
     case QuantIsa::kAvx2:
       return "avx2";
+    case QuantIsa::kAvxVnni:
+      return "avxvnni";
     case QuantIsa::kAvx512Vnni:
       return "avx512-vnni";
   }
@@ -278,13 +286,25 @@ void run_parts(std::span<const MatmulArgs> parts, ThreadPool* pool, QuantIsa isa
   const QuantActs acts = quantize_acts(args, pool, thread_scratch(), isa);
   RangeKernel kernel = nullptr;
   if (args.w_layout == WeightLayout::kInterleaved16) {
-    // No AVX2 kernel for this layout: the AVX2 path runs the portable one.
-    kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_interleaved_kernel(args.w_dtype)
-                                          : quant_detail::portable_interleaved_kernel(args.w_dtype);
+    switch (isa) {
+      case QuantIsa::kAvx512Vnni:
+        kernel = quant_detail::avx512_interleaved_kernel(args.w_dtype);
+        break;
+      case QuantIsa::kAvxVnni:
+        kernel = quant_detail::avxvnni_interleaved_kernel(args.w_dtype);
+        break;
+      case QuantIsa::kAvx2:
+        kernel = quant_detail::avx2_interleaved_kernel(args.w_dtype);
+        break;
+      case QuantIsa::kPortable:
+        kernel = quant_detail::portable_interleaved_kernel(args.w_dtype);
+        break;
+    }
   } else {
+    // AVX-VNNI adds nothing the row layout's 16-lane order could use: the AVX2 kernel runs.
     kernel = isa == QuantIsa::kAvx512Vnni ? quant_detail::avx512_kernel(args.w_dtype)
-             : isa == QuantIsa::kAvx2     ? quant_detail::avx2_kernel(args.w_dtype)
-                                          : quant_detail::portable_kernel(args.w_dtype);
+             : isa == QuantIsa::kPortable ? quant_detail::portable_kernel(args.w_dtype)
+                                          : quant_detail::avx2_kernel(args.w_dtype);
   }
   detail::parallel_over_parts(
       parts, pool, [&](size_t p, int64_t b, int64_t e) { kernel(parts[p], acts, b, e); });

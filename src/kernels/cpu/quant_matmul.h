@@ -12,7 +12,8 @@
 
 namespace gemmaserve::cpu {
 
-enum class QuantIsa { kPortable, kAvx2, kAvx512Vnni };
+// kAvx2: vpmaddubsw / vpmaddwd; kAvxVnni: VEX vpdpbusd in 256-bit vectors; kAvx512Vnni.
+enum class QuantIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni };
 
 // args.w_dtype must be quantized and args.k a multiple of its block size (InputError
 // otherwise). Splits N statically over `pool` (nullptr = calling thread only).

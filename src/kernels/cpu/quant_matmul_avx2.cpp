@@ -177,6 +177,54 @@ GS_AVX2 void range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin, 
 
 }  // namespace
 
+GS_AVX2 void quantize_act_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* off,
+                                   float* xs, int32_t* corr, int32_t corr_mult) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), too_big = _mm256_set1_ps(3.0e38f);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  // packs works within 128-bit lanes: this puts the 8 dwords of packed bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4], m = _mm256_setzero_ps();
+    int bad = 0;
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + 8 * i);
+      const __m256 a = _mm256_andnot_ps(sign, v[i]);
+      bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, too_big, _CMP_NLT_UQ));  // NaN, inf, huge
+      m = _mm256_max_ps(m, a);
+    }
+    const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    // Non-finite values or a scale so small its inverse overflows: the scalar code decides.
+    if (bad != 0 || !(inv < 3.0e38f)) {
+      quantize_act_row(xb, 32, q + b * 32, d + b, off ? off + b * 8 : nullptr,
+                       xs ? xs + b : nullptr, corr ? corr + b : nullptr, corr_mult);
+      continue;
+    }
+    const __m256 vi = _mm256_set1_ps(inv);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) {
+      // cvtps rounds to nearest even (the default MXCSR mode), as the scalar round_even.
+      qi[i] =
+          _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], vi)), lo), hi);
+    }
+    const __m256i words =
+        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    int8_t* qb = q + b * 32;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_permutevar8x32_epi32(words, order));
+    const __m256i sum =
+        _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+    d[b] = scale;
+    act_block_extras(qb, scale, total, b, off, xs, corr, corr_mult);
+  }
+}
+
 RangeKernel avx2_kernel(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
@@ -196,6 +244,10 @@ RangeKernel avx2_kernel(DType dtype) {
 
 namespace gemmaserve::cpu::quant_detail {
 RangeKernel avx2_kernel(DType dtype) { return portable_kernel(dtype); }
+void quantize_act_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, float* xs,
+                           int32_t* corr, int32_t corr_mult) {
+  quantize_act_row(x, k, q, d, off, xs, corr, corr_mult);
+}
 }  // namespace gemmaserve::cpu::quant_detail
 
 #endif

@@ -36,12 +36,14 @@ using RangeKernel = void (*)(const MatmulArgs& args, const QuantActs& acts, int6
 
 // Quantizes one activation row (blocks of 32, d = max|x| / 127, round to nearest even) and the
 // per-block extras that are not null: off (Q4_0 rows: -8 * each group of 4's sum), xs (Q4_K:
-// d * block sum), corr (interleaved: corr_mult * block sum). The AVX-512 version gives the
-// same bytes.
+// d * block sum), corr (interleaved: corr_mult * block sum). The AVX-512 and AVX2 versions give
+// the same bytes.
 void quantize_act_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, float* xs,
                       int32_t* corr, int32_t corr_mult);
 void quantize_act_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* off,
                              float* xs, int32_t* corr, int32_t corr_mult);
+void quantize_act_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, float* xs,
+                           int32_t* corr, int32_t corr_mult);
 
 // quantize_act_row's per-block extras of block b from its values qb, scale and sum of values.
 inline void act_block_extras(const int8_t* qb, float scale, int32_t total, int64_t b, int32_t* off,
@@ -61,6 +63,8 @@ RangeKernel avx512_kernel(DType dtype);
 // Kernels over interleaved weights (interleave.h); n_begin and n_end multiples of 16.
 RangeKernel portable_interleaved_kernel(DType dtype);
 RangeKernel avx512_interleaved_kernel(DType dtype);
+RangeKernel avx2_interleaved_kernel(DType dtype);     // quant_interleaved_ymm.h, vpmaddubsw
+RangeKernel avxvnni_interleaved_kernel(DType dtype);  // the same with VEX vpdpbusd
 RangeKernel avx512_interleaved_q4k_kernel();
 
 inline float reduce8(const float* a) {
