@@ -317,6 +317,18 @@ void ymm_range(const MatmulArgs& args, const QuantActs& a, int64_t n_begin, int6
   }
 }
 
+// The AVX-VNNI Dot over a 4-byte dot-product step Op::dpbusd(acc, u8 w, s8 x) (the VEX
+// vpdpbusd; a test substitutes a scalar one to check the rest on CPUs without the instruction).
+template <class Op>
+struct DpbusdDot {
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i nib_add(__m256i acc, __m256i w, __m256i x) { return Op::dpbusd(acc, w, x); }
+  static __m256i nib_sum(__m256i acc) { return acc; }
+  static __m256i q8_add(__m256i acc, __m256i w, __m256i x) { return Op::dpbusd(acc, w, x); }
+  // The stored values are q + 128: the block's corr (-128 * sum of x) takes it back out.
+  static __m256i q8_corr(__m256i corr) { return corr; }
+};
+
 template <class Dot>
 RangeKernel ymm_interleaved_kernel(DType dtype) {
   switch (dtype) {

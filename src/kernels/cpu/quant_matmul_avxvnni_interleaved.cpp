@@ -26,23 +26,16 @@
 namespace gemmaserve::cpu::quant_detail {
 namespace {
 
-struct DpbusdDot {
-  static __m256i zero() { return _mm256_setzero_si256(); }
-  static __m256i nib_add(__m256i acc, __m256i w, __m256i x) {
+struct VexDpbusd {
+  static __m256i dpbusd(__m256i acc, __m256i w, __m256i x) {
     return _mm256_dpbusd_avx_epi32(acc, w, x);
   }
-  static __m256i nib_sum(__m256i acc) { return acc; }
-  static __m256i q8_add(__m256i acc, __m256i w, __m256i x) {
-    return _mm256_dpbusd_avx_epi32(acc, w, x);
-  }
-  // The stored values are q + 128: the block's corr (-128 * sum of x) takes it back out.
-  static __m256i q8_corr(__m256i corr) { return corr; }
 };
 
 }  // namespace
 
 RangeKernel avxvnni_interleaved_kernel(DType dtype) {
-  return ymm_interleaved_kernel<DpbusdDot>(dtype);
+  return ymm_interleaved_kernel<DpbusdDot<VexDpbusd>>(dtype);
 }
 
 }  // namespace gemmaserve::cpu::quant_detail
