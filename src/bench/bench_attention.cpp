@@ -143,10 +143,10 @@ int run_bench_attention(const std::vector<std::string>& args) {
             const size_t at = static_cast<size_t>(tables[s][blk]) * block_size * slot_bytes;
             sum +=
                 sum_words(reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(kv.k) + at),
-                          block_words, 0);
+                          block_words, 0, cpu::LinePrefetch::kNone);
             sum +=
                 sum_words(reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(kv.v) + at),
-                          block_words, 0);
+                          block_words, 0, cpu::LinePrefetch::kNone);
           }
         }
         checksum.fetch_add(sum, std::memory_order_relaxed);

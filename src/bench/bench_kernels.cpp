@@ -28,24 +28,17 @@ namespace gemmaserve {
 
 namespace {
 
-template <ReadAhead kHow>
-inline void request_line(const uint64_t* at) {
-  if constexpr (kHow == ReadAhead::kL2) __builtin_prefetch(at, 0, 2);
-  if constexpr (kHow == ReadAhead::kNonTemporal) __builtin_prefetch(at, 0, 0);
-  if constexpr (kHow == ReadAhead::kL1) __builtin_prefetch(at, 0, 3);
-}
-
-// One 64-byte line per step, every line requested `prefetch_words` ahead when that is not 0.
+// One 64-byte line per step, every line requested `prefetch_words` ahead as kHow says.
 // Explicit 256-bit adds: GCC's 64-byte vector extension spilled its sums to the stack every
 // step and read 22 GB/s where a plain loop reads 28-29 (Zen 3, 2 threads).
 #if defined(__x86_64__)
-template <ReadAhead kHow>
+template <cpu::LinePrefetch kHow>
 __attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, size_t n,
                                                         size_t prefetch_words, size_t* done) {
   __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (prefetch_words != 0) request_line<kHow>(p + i + prefetch_words);
+    cpu::prefetch_line<kHow>(p + i + prefetch_words);
     a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
     b = _mm256_add_epi64(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
   }
@@ -56,7 +49,7 @@ __attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, size_
 }
 #endif
 
-template <ReadAhead kHow>
+template <cpu::LinePrefetch kHow>
 uint64_t sum_lines(const uint64_t* p, size_t n, size_t prefetch_words, size_t* done) {
 #if defined(__x86_64__)
   if (cpu::cpu_supports(cpu::CpuIsa::kAvx2))
@@ -65,7 +58,7 @@ uint64_t sum_lines(const uint64_t* p, size_t n, size_t prefetch_words, size_t* d
   uint64_t s[4] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (prefetch_words != 0) request_line<kHow>(p + i + prefetch_words);
+    cpu::prefetch_line<kHow>(p + i + prefetch_words);
     for (int j = 0; j < 8; ++j) s[j % 4] += p[i + j];
   }
   *done = i;
@@ -74,18 +67,21 @@ uint64_t sum_lines(const uint64_t* p, size_t n, size_t prefetch_words, size_t* d
 
 }  // namespace
 
-uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words, ReadAhead how) {
+uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words, cpu::LinePrefetch how) {
   size_t i = 0;
   uint64_t s = 0;
   switch (how) {
-    case ReadAhead::kL1:
-      s = sum_lines<ReadAhead::kL1>(p, n, prefetch_words, &i);
+    case cpu::LinePrefetch::kNone:
+      s = sum_lines<cpu::LinePrefetch::kNone>(p, n, prefetch_words, &i);
       break;
-    case ReadAhead::kL2:
-      s = sum_lines<ReadAhead::kL2>(p, n, prefetch_words, &i);
+    case cpu::LinePrefetch::kL1:
+      s = sum_lines<cpu::LinePrefetch::kL1>(p, n, prefetch_words, &i);
       break;
-    case ReadAhead::kNonTemporal:
-      s = sum_lines<ReadAhead::kNonTemporal>(p, n, prefetch_words, &i);
+    case cpu::LinePrefetch::kL2:
+      s = sum_lines<cpu::LinePrefetch::kL2>(p, n, prefetch_words, &i);
+      break;
+    case cpu::LinePrefetch::kNonTemporal:
+      s = sum_lines<cpu::LinePrefetch::kNonTemporal>(p, n, prefetch_words, &i);
       break;
   }
   for (; i < n; ++i) s += p[i];
@@ -155,12 +151,12 @@ double ReadBandwidthProbe::measure(int passes) {
   // theirs); the best read counts.
   struct Way {
     size_t prefetch_words;
-    ReadAhead how;
+    cpu::LinePrefetch how;
   };
-  constexpr Way kWays[] = {{0, ReadAhead::kL1},
-                           {512, ReadAhead::kL1},
-                           {128, ReadAhead::kL2},
-                           {1024, ReadAhead::kNonTemporal}};
+  constexpr Way kWays[] = {{0, cpu::LinePrefetch::kNone},
+                           {512, cpu::LinePrefetch::kL1},
+                           {128, cpu::LinePrefetch::kL2},
+                           {1024, cpu::LinePrefetch::kNonTemporal}};
   double best = 0.0;
   for (int pass = 0; pass < passes; ++pass) {
     for (const Way& way : kWays) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/line_prefetch.h"
 #include "model/weights.h"
 
 namespace gemmaserve {
@@ -28,13 +29,9 @@ class ReadBandwidthProbe {
   std::vector<uint64_t> sums_;
 };
 
-// How sum_words requests the lines ahead of its reads.
-enum class ReadAhead { kL1, kL2, kNonTemporal };
-
 // Sum of the n words at p (a read that is not optimised away), requesting the line
-// `prefetch_words` ahead of each one read when that is not 0, as `how` says.
-uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words,
-                   ReadAhead how = ReadAhead::kL1);
+// `prefetch_words` ahead of each one read as `how` says (kNone: no requests).
+uint64_t sum_words(const uint64_t* p, size_t n, size_t prefetch_words, cpu::LinePrefetch how);
 
 // Median of v (the mean of the middle two for an even count); v must not be empty.
 double median(std::vector<double> v);
