@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/prompt_image.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
@@ -85,15 +86,16 @@ struct EngineArgs {
   std::string speculative_config;
 };
 
-// A prompt is text or token ids, with one image per bare <|image|> token (vLLM's
-// {"prompt": ..., "multi_modal_data": {"image": ...}}).
+// A prompt is text or token ids, with one image per bare <|image|> token and one audio clip per
+// bare <|audio|> token (vLLM's {"prompt": ..., "multi_modal_data": {"image": ..., "audio": ...}}).
 struct Prompt {
   std::optional<std::string> text;
   std::vector<int32_t> token_ids;
   std::vector<PromptImage> images;
-  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}, {}}; }
+  std::vector<PromptAudio> audios;
+  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}, {}, {}}; }
   static Prompt from_ids(std::vector<int32_t> ids) {
-    return Prompt{std::nullopt, std::move(ids), {}};
+    return Prompt{std::nullopt, std::move(ids), {}, {}};
   }
 };
 

@@ -64,7 +64,9 @@ bool is_quantizable_tensor(const std::string& key) {
 
 bool is_quantizable_vision_tensor(const std::string& name) {
   if (name == "model.vision_tower.patch_embedder.input_proj.weight" ||
-      name == "model.embed_vision.embedding_projection.weight") {
+      name == "model.embed_vision.embedding_projection.weight" ||
+      name == "model.vision_embedder.patch_dense.weight" ||
+      name == "model.embed_audio.embedding_projection.weight") {
     return true;
   }
   return name.rfind("model.vision_tower.encoder.layers.", 0) == 0 &&

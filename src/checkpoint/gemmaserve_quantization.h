@@ -24,8 +24,9 @@ inline constexpr const char* kQuantMethod = "gemmaserve";
 bool is_quantizable_tensor(const std::string& key);
 // Whether a checkpoint tensor (full name) is one of the vision tower's linear weights that
 // quantization applies to (model/weights.h VisionWeights::linear_matrices): the patch embedding,
-// the encoder's projections (".linear.weight") and embed_vision's projection; not the position
-// table, norms or clipping bounds.
+// the encoder's projections (".linear.weight") and embed_vision's projection; the unified
+// model's patch_dense and embed_audio projection (UnifiedEmbedderWeights::linear_matrices); not
+// position tables, norms or clipping bounds.
 bool is_quantizable_vision_tensor(const std::string& name);
 
 // The type a tensor gets when the model is quantized to `type`: the tied embedding / LM head

@@ -25,13 +25,15 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: gemmaserve make-test-model --preset tiny|e2b|e4b|31b|26b-a4b\n"
+    "usage: gemmaserve make-test-model --preset NAME (tiny, e2b, e4b, 31b, 26b-a4b, 12b,\n"
+    "                                                 tiny-unified)\n"
     "                                  [--dtype bf16|f16|f32|q8_0|q4_0|q4_k]\n"
     "                                  [--seed N] --out DIR [--dry-run] [--max-shard-mb MB]\n"
     "                                  [--threads N] [--assistant]\n"
-    "Writes a random-weight checkpoint (text decoder only) with the variant's real tensor\n"
-    "names and shapes: config.json, generation_config.json and model.safetensors, or shards\n"
-    "of at most --max-shard-mb (default 4096) with model.safetensors.index.json.\n"
+    "Writes a random-weight checkpoint (text decoder, vision tower or unified embedders) with\n"
+    "the variant's real tensor names and shapes: config.json, generation_config.json and\n"
+    "model.safetensors, or shards of at most --max-shard-mb (default 4096) with\n"
+    "model.safetensors.index.json.\n"
     "--dry-run prints the tensor list and sizes without writing anything.\n"
     "q8_0/q4_0/q4_k store the weight matrices block-quantized (as 'gemmaserve quantize'\n"
     "does), so the large presets fit in little RAM and disk.\n"

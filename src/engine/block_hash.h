@@ -55,6 +55,9 @@ struct MultimodalPlaceholder {
   int64_t offset = 0;
   int64_t length = 0;
   std::string content_hash;
+  // A chunk or a prefix-cache hit may end inside it: its tokens attend causally (audio), so
+  // computing it in pieces gives the same K/V. Images are whole.
+  bool splittable = false;
 };
 
 // Everything besides token ids that decides a request's K/V.

@@ -168,6 +168,9 @@ Engine::Engine(const EngineArgs& args)
   model_source_ = gguf.value_or(dir);
   if (weights.config.vision) {
     image_processor_ = load_gemma4_image_processor_config(dir, *weights.config.vision);
+  } else if (weights.config.unified_vision) {
+    image_processor_ = load_gemma4_image_processor_config(
+        dir, image_processor_geometry(*weights.config.unified_vision));
   }
   image_processor_.max_soft_tokens =
       parse_mm_processor_kwargs(args_.mm_processor_kwargs, "--mm-processor-kwargs")
@@ -568,7 +571,7 @@ void Engine::apply_step(StepPlan& plan, std::vector<Sampled>& sampled,
           std::all_of(state->sequences.begin(), state->sequences.end(),
                       [](const Sequence& other) { return other.prompt_computed; });
       if (all_computed) {
-        for (RequestImage& image : state->images) {  // a recompute fetches them again
+        for (RequestMedia& image : state->images) {  // a recompute fetches them again
           image.rows.reset();
           image.looked_up = false;
         }

@@ -44,6 +44,7 @@
 #include "engine/json_object_grammar.h"
 #include "engine/kv_cache_manager.h"
 #include "gemmaserve/llm.h"
+#include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 #include "model/config.h"
@@ -71,6 +72,7 @@ struct EngineRequest {
   // Engine::expand_image_placeholders); RequestOutput::prompt_token_ids are the expanded ids.
   std::vector<int32_t> prompt_token_ids;
   std::vector<PromptImage> images;    // in the order of their <|image|> tokens
+  std::vector<PromptAudio> audios;    // in the order of their <|audio|> tokens
   std::optional<std::string> prompt;  // the text the ids came from, echoed in the output
   SamplingParams params;
   int priority = 0;  // lower runs first, as vLLM
@@ -173,6 +175,17 @@ class Engine {
   // on a model without a vision tower, the ids come back unchanged. Any thread.
   ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
                                            std::span<const PromptImage> images) const;
+  // Images and audio clips: each bare <|audio|> becomes <|audio> + N x <|audio|> + <audio|>
+  // for the next clip, N = audio_soft_tokens(); the image rule as above. `placeholders` are
+  // the images' then the clips' runs, each in prompt order. InputError as above, and "This
+  // model does not accept audio input: MODEL has no audio embedder." (clips given to a model
+  // without one), "At most N audio(s) ..." (over --limit-mm-per-prompt), an empty clip.
+  ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
+                                           std::span<const PromptImage> images,
+                                           std::span<const PromptAudio> audios) const;
+  // Soft tokens of a clip of `samples` 16 kHz samples (ceil(samples / audio_embed_dim)).
+  int audio_soft_tokens(size_t samples) const;
+  bool has_audio() const;
   // Soft tokens `image` becomes at its budget (its max_soft_tokens, else the engine's).
   int image_soft_tokens(const PromptImage& image) const;
   // The budget of images that bring none: --mm-processor-kwargs max_soft_tokens, else the
@@ -181,6 +194,9 @@ class Engine {
   // The image processor in effect (checkpoint's config + --mm-processor-kwargs) at the default
   // budget; an image's own budget replaces max_soft_tokens.
   const Gemma4ImageProcessorOptions& image_processor() const { return image_processor_; }
+  // What an image at `max_soft_tokens` is preprocessed with on this model's image path (the
+  // unified family patchifies merged patches).
+  Gemma4ImageProcessorOptions image_processor_options(int max_soft_tokens) const;
   bool has_vision() const;
   // Stop ids unless ignore_eos: tokenizer eos + every checkpoint eos_token_id (config.json,
   // generation_config.json, the --generation-config folder and its override).
@@ -200,7 +216,7 @@ class Engine {
  private:
   struct Sequence;
   struct RequestState;
-  struct RequestImage;
+  struct RequestMedia;
   struct StepPlan;
   struct Sampled;
   struct StepFailure;
@@ -211,11 +227,11 @@ class Engine {
 
   // The BOS rule and image expansion of a request's prompt, and its images' hashes (the costly
   // part of a request's checks, so it runs before the lock).
-  std::vector<RequestImage> prepare_prompt(EngineRequest& request) const;
+  std::vector<RequestMedia> prepare_prompt(EngineRequest& request) const;
   // Checks a request and builds its state (no engine state changes). Under mutex_.
   // `grammar`: the compiled structured-output spec of the request's answer constraint, if any.
   std::shared_ptr<RequestState> make_request_state(
-      Submission submission, std::vector<RequestImage> images,
+      Submission submission, std::vector<RequestMedia> images,
       std::shared_ptr<const structured::CompiledGrammar> grammar);
   // Hands a sequence to the scheduler and indexes it. Under mutex_.
   void admit_sequence(RequestState& request, Sequence& seq);
@@ -231,6 +247,8 @@ class Engine {
   void run_encoder(StepPlan* plan);
   // The chunks' soft-token rows, embeddings and image blocks. Engine thread, outside the lock.
   void attach_images(StepPlan* plan);
+  // Checks an encoded item's rows against its placeholder, keeps them and caches them.
+  void finish_encode(RequestMedia& media, std::shared_ptr<std::vector<float>> rows, StepPlan* plan);
   // Samples every chunk that ends at its request's last token, and collects prompt logprobs.
   // What fails for one sequence (masks, sampler, logprobs, stop checks) goes to `failed`
   // instead of `out`, so only its request ends.

@@ -14,7 +14,7 @@
 namespace gemmaserve {
 
 bool Engine::image_ready(const std::string& scheduler_id, size_t image) {
-  RequestImage& img = sequences_.at(scheduler_id)->owner->images.at(image);
+  RequestMedia& img = sequences_.at(scheduler_id)->owner->images.at(image);
   if (img.rows) return true;
   if (img.job || img.looked_up || !encoder_cache_.enabled()) return false;
   img.looked_up = true;
@@ -35,22 +35,29 @@ void Engine::run_encoder(StepPlan* plan) {
   bool advanced = false;
   for (const StepPlan::Encode& e : plan->encodes) {
     if (advanced && left <= 0) break;
-    RequestImage& image = e.request->images[e.image];
+    RequestMedia& image = e.request->images[e.image];
     if (image.rows) continue;
     if (!image.job && encoder_cache_.enabled()) {
       image.rows = encoder_cache_.find(image.hash);  // another request's encode just ended
       if (image.rows) continue;
     }
+    if (image.audio) {
+      // One product for the whole clip (the unified embedder: a norm and a projection).
+      auto rows = std::make_shared<std::vector<float>>();
+      model_->encode_audio(image.audio->samples, rows.get());
+      left -= image.where.length;
+      advanced = true;
+      finish_encode(image, std::move(rows), plan);
+      continue;
+    }
     if (!image.job) {
       const image::RgbImage& rgb = image.image.rgb;
-      Gemma4ImageProcessorOptions options = image_processor_;
-      options.max_soft_tokens = image.max_soft_tokens;
-      const Gemma4ImagePatches patches =
-          gemma4_preprocess_image(rgb.pixels, rgb.width, rgb.height, options);
+      const Gemma4ImagePatches patches = gemma4_preprocess_image(
+          rgb.pixels, rgb.width, rgb.height, image_processor_options(image.max_soft_tokens));
       std::unique_ptr<VisionEncodeJob> job =
           model_->begin_image_encode({patches.pixel_values, patches.position_ids});
-      image.job = std::unique_ptr<VisionEncodeJob, RequestImage::JobRelease>(
-          job.release(), RequestImage::JobRelease{encodes_alive_});
+      image.job = std::unique_ptr<VisionEncodeJob, RequestMedia::JobRelease>(
+          job.release(), RequestMedia::JobRelease{encodes_alive_});
       ++*encodes_alive_;
     }
     left -= model_->advance_image_encode(*image.job, std::max<int64_t>(left, 1));
@@ -59,18 +66,24 @@ void Engine::run_encoder(StepPlan* plan) {
     auto rows = std::make_shared<std::vector<float>>();
     model_->finish_image_encode(*image.job, rows.get());
     image.job.reset();
-    const size_t want = static_cast<size_t>(image.where.length) *
-                        static_cast<size_t>(model_->text_config().hidden_size);
-    if (rows->size() != want) {
-      throw std::logic_error("image encoded to " + std::to_string(rows->size()) +
-                             " floats, its placeholder holds " + std::to_string(want));
-    }
-    ++plan->images_encoded;
-    image.rows = std::move(rows);
-    encoder_cache_.insert(image.hash, image.rows);
+    finish_encode(image, std::move(rows), plan);
   }
   plan->encoder_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Engine::finish_encode(RequestMedia& media, std::shared_ptr<std::vector<float>> rows,
+                           StepPlan* plan) {
+  const size_t want = static_cast<size_t>(media.where.length) *
+                      static_cast<size_t>(model_->text_config().hidden_size);
+  if (rows->size() != want) {
+    throw std::logic_error(std::string(media.audio ? "audio" : "image") + " encoded to " +
+                           std::to_string(rows->size()) + " floats, its placeholder holds " +
+                           std::to_string(want));
+  }
+  ++plan->images_encoded;
+  media.rows = std::move(rows);
+  encoder_cache_.insert(media.hash, media.rows);
 }
 
 void Engine::attach_images(StepPlan* plan) {
@@ -78,11 +91,12 @@ void Engine::attach_images(StepPlan* plan) {
     StepPlan::Item& item = plan->items[i];
     if (item.images.empty()) continue;
     for (size_t k : item.images) {
-      RequestImage& image = item.request->images[k];
+      RequestMedia& image = item.request->images[k];
       // The scheduler let the chunk reach the image only once image_ready() held.
       if (!image.rows) throw std::logic_error("a chunk reached an image with no rows");
       item.rows.push_back(image.rows);
       item.embeddings.push_back({image.where.offset, image.where.length, image.rows->data()});
+      if (image.audio) continue;  // audio tokens attend causally
       item.vision_blocks.push_back({image.where.offset, image.where.offset + image.where.length});
     }
     plan->inputs[i].embeddings = item.embeddings;

@@ -60,18 +60,29 @@ std::vector<int32_t> Engine::prompt_with_bos(std::vector<int32_t> ids) const {
 
 // ---- Images -----------------------------------------------------------------------------------
 
-bool Engine::has_vision() const { return model_->config().vision.has_value(); }
+bool Engine::has_vision() const {
+  return model_->config().vision.has_value() || model_->config().unified_vision.has_value();
+}
+
+Gemma4ImageProcessorOptions Engine::image_processor_options(int max_soft_tokens) const {
+  Gemma4ImageProcessorOptions options = image_processor_;
+  options.max_soft_tokens = max_soft_tokens;
+  // The unified embedder takes merged patches, one per soft token.
+  if (model_->config().unified_vision) options = merged_patch_options(options);
+  return options;
+}
 
 int Engine::image_soft_tokens(const PromptImage& image) const {
   if (!has_vision()) {
     throw InputError("This model does not accept image input: " + args_.model +
                      " has no vision encoder.");
   }
-  Gemma4ImageProcessorOptions options = image_processor_;
-  options.max_soft_tokens = image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
-  validate_gemma4_max_soft_tokens(options.max_soft_tokens);
-  return gemma4_image_soft_tokens(options, model_->config().vision->position_embedding_size,
-                                  image.rgb.width, image.rgb.height);
+  const int max_soft_tokens = image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
+  validate_gemma4_max_soft_tokens(max_soft_tokens);
+  const ModelConfig& c = model_->config();
+  const int table = c.vision ? c.vision->position_embedding_size : c.unified_vision->mm_posemb_size;
+  return gemma4_image_soft_tokens(image_processor_options(max_soft_tokens), table, image.rgb.width,
+                                  image.rgb.height);
 }
 
 ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
@@ -92,27 +103,83 @@ ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
   return gemmaserve::expand_image_placeholders(ids, soft_tokens, tokens);
 }
 
+// ---- Audio ------------------------------------------------------------------------------------
+
+bool Engine::has_audio() const { return model_->accepts_audio(); }
+
+int Engine::audio_soft_tokens(size_t samples) const {
+  if (!has_audio()) {
+    throw InputError("This model does not accept audio input: " + args_.model +
+                     " has no audio embedder.");
+  }
+  if (samples == 0) throw InputError("an audio clip must hold at least one sample");
+  const int64_t n = model_->audio_soft_tokens(static_cast<int64_t>(samples));
+  if (n > max_model_len_) {
+    throw InputError("an audio clip of " + std::to_string(samples) + " samples is " +
+                     std::to_string(n) + " soft tokens, more than max_model_len (" +
+                     std::to_string(max_model_len_) + ")");
+  }
+  return static_cast<int>(n);
+}
+
+ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
+                                                 std::span<const PromptImage> images,
+                                                 std::span<const PromptAudio> audios) const {
+  const ModelConfig& config = model_->config();
+  if (audios.empty() || !config.audio_token_id) {
+    if (!audios.empty()) audio_soft_tokens(audios.front().samples.size());  // the refusal
+    return expand_image_placeholders(ids, images);
+  }
+  check_audio_limit(args_.limit_mm_per_prompt, audios.size());
+  std::vector<int> soft_tokens;
+  for (const PromptAudio& a : audios) soft_tokens.push_back(audio_soft_tokens(a.samples.size()));
+  const MediaTokens tokens{*config.audio_token_id,
+                           config.boa_token_id.value_or(-1),
+                           config.eoa_token_id.value_or(-1),
+                           "<|audio|>",
+                           "<|audio>",
+                           "audio clip"};
+  const ExpandedPrompt with_audio = gemmaserve::expand_media_placeholders(ids, soft_tokens, tokens);
+  // Images expand after the clips; the clips' runs are found again in the final ids.
+  ExpandedPrompt out = expand_image_placeholders(with_audio.token_ids, images);
+  for (const ImagePlaceholder& run : placeholder_runs(out.token_ids, *config.audio_token_id)) {
+    out.placeholders.push_back(run);
+  }
+  return out;
+}
+
 // ---- Requests in ------------------------------------------------------------------------------
 
-std::vector<Engine::RequestImage> Engine::prepare_prompt(EngineRequest& r) const {
+std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const {
   if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
   r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
-  ExpandedPrompt expanded = expand_image_placeholders(r.prompt_token_ids, r.images);
+  ExpandedPrompt expanded = expand_media_placeholders(r.prompt_token_ids, r.images, r.audios);
   r.prompt_token_ids = std::move(expanded.token_ids);
-  std::vector<RequestImage> images(r.images.size());
-  for (size_t i = 0; i < images.size(); ++i) {
-    RequestImage& image = images[i];
+  std::vector<RequestMedia> media(r.images.size() + r.audios.size());
+  for (size_t i = 0; i < r.images.size(); ++i) {
+    RequestMedia& image = media[i];
     image.image = std::move(r.images[i]);
     image.max_soft_tokens = image.image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
     image.hash = image_content_hash(image.image.rgb, image.max_soft_tokens);
     image.where = expanded.placeholders[i];
   }
+  for (size_t i = 0; i < r.audios.size(); ++i) {
+    RequestMedia& clip = media[r.images.size() + i];
+    clip.audio = std::move(r.audios[i]);
+    clip.hash = audio_content_hash(clip.audio->samples);
+    clip.where = expanded.placeholders[r.images.size() + i];
+  }
+  // The scheduler walks a request's media in prompt order.
+  std::sort(media.begin(), media.end(), [](const RequestMedia& a, const RequestMedia& b) {
+    return a.where.offset < b.where.offset;
+  });
   r.images.clear();
-  return images;
+  r.audios.clear();
+  return media;
 }
 
 std::shared_ptr<Engine::RequestState> Engine::make_request_state(
-    Submission submission, std::vector<RequestImage> images,
+    Submission submission, std::vector<RequestMedia> images,
     std::shared_ptr<const structured::CompiledGrammar> grammar) {
   EngineRequest& r = submission.request;
   const int vocab = model_->vocab_size();
@@ -178,8 +245,9 @@ void Engine::admit_sequence(RequestState& request, Sequence& seq) {
   nr.max_tokens = r.params.max_tokens;
   nr.priority = r.priority;
   nr.hash_extras.cache_salt = r.cache_salt;
-  for (const RequestImage& image : request.images) {
-    nr.hash_extras.multimodal.push_back({image.where.offset, image.where.length, image.hash});
+  for (const RequestMedia& image : request.images) {
+    nr.hash_extras.multimodal.push_back(
+        {image.where.offset, image.where.length, image.hash, image.audio.has_value()});
   }
   nr.skip_prefix_cache = seq.wants_prompt_logprobs;
   seq.scheduler_id = nr.request_id;
@@ -195,7 +263,7 @@ void Engine::add_request(EngineRequest request, OutputCallback callback) {
 }
 
 void Engine::add_requests(std::vector<Submission> submissions) {
-  std::vector<std::vector<RequestImage>> images;
+  std::vector<std::vector<RequestMedia>> images;
   for (Submission& s : submissions) images.push_back(prepare_prompt(s.request));
   // Structured-output specs compile before the lock: the step loop never waits on them.
   std::vector<std::shared_ptr<const structured::CompiledGrammar>> grammars(submissions.size());

@@ -32,9 +32,10 @@ struct Engine::Sequence {
   int next_prompt_logprob = 1;  // first prompt position whose logprobs are still missing
 };
 
-// One image of a request: its pixels (kept to encode it again after a preemption), where its
-// soft tokens go, and its rows while a prompt computation may still need them.
-struct Engine::RequestImage {
+// One image or audio clip of a request: its pixels or samples (kept to encode it again after a
+// preemption), where its soft tokens go, and its rows while a prompt computation may still need
+// them. Images attend within their block as the model's mask says; audio is causal.
+struct Engine::RequestMedia {
   // Frees a job and counts it out of EngineStats::encodes_in_progress.
   struct JobRelease {
     std::shared_ptr<std::atomic<int64_t>> alive;
@@ -44,8 +45,9 @@ struct Engine::RequestImage {
     }
   };
   PromptImage image;
-  int max_soft_tokens = 0;  // the effective budget
-  std::string hash;         // image_content_hash: the prefix-cache and encoder-cache key
+  std::optional<PromptAudio> audio;  // set for an audio clip (then `image` is empty)
+  int max_soft_tokens = 0;           // the effective budget (images)
+  std::string hash;                  // image_content_hash: the prefix-cache and encoder-cache key
   ImagePlaceholder where;
   // Engine thread only: the rows while a prompt computation may still need them, else the
   // encode in progress; looked_up: the encoder cache missed since rows were last dropped.
@@ -63,7 +65,7 @@ struct Engine::RequestState : std::enable_shared_from_this<RequestState> {
   bool samples_held = false;  // samples 1..n-1 wait until sample 0 computed the prompt
   bool aborted = false;       // guarded by mutex_ (also set when a step failed it)
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // collected across chunks
-  std::vector<RequestImage> images;                           // in prompt order
+  std::vector<RequestMedia> images;  // images and audio clips, in prompt order
 };
 
 // What one forward call computes: copies of the scheduled chunks, so an abort() during the

@@ -24,12 +24,32 @@ void put_u64(Sha256* h, uint64_t v) {
 ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
                                          std::span<const int> soft_tokens,
                                          const ImageTokenIds& tokens) {
-  const size_t found = static_cast<size_t>(std::count(ids.begin(), ids.end(), tokens.image));
+  return expand_media_placeholders(ids, soft_tokens, {tokens.image, tokens.boi, tokens.eoi});
+}
+
+std::vector<ImagePlaceholder> placeholder_runs(std::span<const int32_t> ids, int32_t placeholder) {
+  std::vector<ImagePlaceholder> runs;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != placeholder) continue;
+    if (i > 0 && ids[i - 1] == placeholder) {
+      ++runs.back().length;
+    } else {
+      runs.push_back({static_cast<int32_t>(i), 1});
+    }
+  }
+  return runs;
+}
+
+ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
+                                         std::span<const int> soft_tokens,
+                                         const MediaTokens& tokens) {
+  const std::string name = tokens.name, item = tokens.item;
+  const size_t found = static_cast<size_t>(std::count(ids.begin(), ids.end(), tokens.placeholder));
   if (found != soft_tokens.size()) {
-    throw InputError("Found " + plural(found, "<|image|> token") + " in the prompt but " +
-                     plural(soft_tokens.size(), "image") +
+    throw InputError("Found " + plural(found, name + " token") + " in the prompt but " +
+                     plural(soft_tokens.size(), item) +
                      (soft_tokens.size() == 1 ? " was" : " were") +
-                     " given; the prompt needs one <|image|> per image, in order");
+                     " given; the prompt needs one " + name + " per " + item + ", in order");
   }
   ExpandedPrompt out;
   size_t extra = 0;
@@ -37,20 +57,20 @@ ExpandedPrompt expand_image_placeholders(std::span<const int32_t> ids,
   out.token_ids.reserve(ids.size() + extra);
   size_t next = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] != tokens.image) {
+    if (ids[i] != tokens.placeholder) {
       out.token_ids.push_back(ids[i]);
       continue;
     }
-    if (i > 0 && ids[i - 1] == tokens.boi) {
-      throw InputError(
-          "the prompt already holds an expanded image (<|image> followed by <|image|>); put one "
-          "bare <|image|> per image and let the engine expand it");
+    if (i > 0 && ids[i - 1] == tokens.begin) {
+      throw InputError("the prompt already holds an expanded " + item + " (" + tokens.begin_name +
+                       " followed by " + name + "); put one bare " + name + " per " + item +
+                       " and let the engine expand it");
     }
     const int n = soft_tokens[next++];
-    out.token_ids.push_back(tokens.boi);
+    out.token_ids.push_back(tokens.begin);
     out.placeholders.push_back({static_cast<int32_t>(out.token_ids.size()), n});
-    out.token_ids.insert(out.token_ids.end(), static_cast<size_t>(n), tokens.image);
-    out.token_ids.push_back(tokens.eoi);
+    out.token_ids.insert(out.token_ids.end(), static_cast<size_t>(n), tokens.placeholder);
+    out.token_ids.push_back(tokens.end);
   }
   return out;
 }
@@ -112,9 +132,9 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_tex
       throw InputError(flag + ": the limit of '" + key + "' must be a non-negative integer, got " +
                        value.dump());
     }
-    if (key != "image" && count.get<int64_t>() != 0) {
+    if (key == "video" && count.get<int64_t>() != 0) {
       throw InputError(flag +
-                       ": video and audio inputs are not supported yet by gemmaserve (images "
+                       ": video inputs are not supported yet by gemmaserve (images and audio "
                        "only); a limit of 0 is accepted");
     }
     limits[key] = static_cast<int>(count.get<int64_t>());
@@ -128,6 +148,23 @@ void check_image_limit(const std::map<std::string, int>& limits, size_t count) {
   throw InputError("At most " + std::to_string(it->second) +
                    " image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
                    "increase this limit.");
+}
+
+void check_audio_limit(const std::map<std::string, int>& limits, size_t count) {
+  const auto it = limits.find("audio");
+  if (it == limits.end() || count <= static_cast<size_t>(it->second)) return;
+  throw InputError("At most " + std::to_string(it->second) +
+                   " audio(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
+                   "increase this limit.");
+}
+
+std::string audio_content_hash(std::span<const float> samples) {
+  Sha256 h;
+  h.update(std::string_view("gemmaserve.audio.v1"));
+  put_u64(&h, static_cast<uint64_t>(samples.size()));
+  h.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(samples.data()),
+                                    samples.size() * sizeof(float)));
+  return BlockHash{h.finish()}.hex();
 }
 
 std::string image_content_hash(const image::RgbImage& rgb, int max_soft_tokens) {

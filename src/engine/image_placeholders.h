@@ -37,6 +37,25 @@ struct ExpandedPrompt {
   std::vector<ImagePlaceholder> placeholders;  // one per image, in prompt order
 };
 
+// What a modality's placeholders are: the bare token a caller puts, and the tokens its
+// expansion is wrapped in; `name` and `item` name them in messages ("<|audio|>", "audio clip").
+struct MediaTokens {
+  int32_t placeholder = -1;
+  int32_t begin = -1;
+  int32_t end = -1;
+  const char* name = "<|image|>";
+  const char* begin_name = "<|image>";
+  const char* item = "image";
+};
+
+// expand_image_placeholders for any modality's tokens.
+ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
+                                         std::span<const int> soft_tokens,
+                                         const MediaTokens& tokens);
+
+// The runs of `placeholder` in `ids`, in order: where each expanded item's soft tokens are.
+std::vector<ImagePlaceholder> placeholder_runs(std::span<const int32_t> ids, int32_t placeholder);
+
 // Replaces the i-th bare <|image|> of `ids` with <|image> + soft_tokens[i] x <|image|> +
 // <image|>, nothing else added (HF's replace_image_token). InputError when the number of
 // <|image|> tokens differs from soft_tokens.size() ("Found 2 <|image|> tokens in the prompt but
@@ -59,17 +78,22 @@ int gemma4_image_soft_tokens(const Gemma4ImageProcessorOptions& options,
 std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
                                              const std::string& where);
 
-// --limit-mm-per-prompt '{"image": N}' (also {"image": {"count": N}}; video and audio only 0,
-// as gemmaserve takes neither): modality -> most items per prompt. InputError for bad JSON, keys
-// or counts.
+// --limit-mm-per-prompt '{"image": N, "audio": M}' (also {"image": {"count": N}}; video only
+// 0, as gemmaserve takes none yet): modality -> most items per prompt. InputError for bad JSON,
+// keys or counts.
 std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text);
 
 // vLLM's "At most N image(s) may be provided in one prompt." (+ the flag hint) when `count`
 // exceeds limits["image"]; nothing when there is no image limit.
 void check_image_limit(const std::map<std::string, int>& limits, size_t count);
+// The same for limits["audio"] ("At most N audio(s) ...", vLLM's wording).
+void check_audio_limit(const std::map<std::string, int>& limits, size_t count);
 
 // Hex SHA-256 of (width, height, RGB bytes, max_soft_tokens): equal hashes mean equal soft
 // tokens (vLLM's MultiModalHasher idea); the prefix-cache key and the encoder cache's key.
 std::string image_content_hash(const image::RgbImage& rgb, int max_soft_tokens);
+
+// Hex SHA-256 of an audio clip's samples (a different domain from images' hashes).
+std::string audio_content_hash(std::span<const float> samples);
 
 }  // namespace gemmaserve

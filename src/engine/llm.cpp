@@ -70,7 +70,8 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     int prompt_len = static_cast<int>(ids[i].size());
     try {
       prompt_len = static_cast<int>(
-          engine.expand_image_placeholders(ids[i], prompts[i].images).token_ids.size());
+          engine.expand_media_placeholders(ids[i], prompts[i].images, prompts[i].audios)
+              .token_ids.size());
     } catch (const InputError& e) {
       throw InputError(name + ": " + e.what());
     }
@@ -98,6 +99,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     s.request.request_id = std::to_string(next_request_++);
     s.request.prompt_token_ids = std::move(ids[i]);
     s.request.images = prompts[i].images;
+    s.request.audios = prompts[i].audios;
     s.request.prompt = prompts[i].text;
     s.request.params = std::move(per_prompt[i]);
     s.callback = [&collector, i](const RequestOutput& output, const RequestOutputDelta&) {

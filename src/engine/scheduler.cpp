@@ -107,7 +107,7 @@ int Scheduler::fit_chunk_to_images(const SchedulerRequest& r, int start, int num
       out->waiting_for_images.emplace_back(r.request_id, k);
       return static_cast<int>(std::max<int64_t>(0, p.offset - start));
     }
-    if (image_end <= end) continue;
+    if (image_end <= end || p.splittable) continue;
     // The chunk would end inside this image: stop before it, or take all of it.
     return static_cast<int>(p.offset > start ? p.offset - start : image_end - start);
   }
@@ -118,7 +118,7 @@ PrefixHit Scheduler::find_prefix_hit(const SchedulerRequest& r) const {
   PrefixHit hit = kv_.find_prefix_hit(r.block_hashes, r.num_tokens());
   for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
     if (p.offset >= hit.num_tokens) break;
-    if (p.offset + p.length <= hit.num_tokens) continue;
+    if (p.offset + p.length <= hit.num_tokens || p.splittable) continue;
     // The hit ends inside an image: end it at the last block boundary before the image.
     const size_t blocks = static_cast<size_t>(p.offset / kv_.block_size());
     return kv_.find_prefix_hit(std::span<const BlockHash>(r.block_hashes).first(blocks),

@@ -15,6 +15,7 @@
 // end inside one stops before it, or, when the image starts the chunk, takes all of it even
 // past the budget (a 1120-token image runs with a 512-token budget; the step then ends). A
 // prefix-cache hit never ends inside an image: it is cut to the last block boundary before it.
+// Placeholders marked splittable (audio clips, causal) are cut like text.
 // A chunk also stops before an image that is not encoded yet (SchedulerConfig::image_ready);
 // the step reports it in waiting_for_images so the engine encodes it meanwhile (a waiting
 // request that could not start then holds the queue, as vLLM's encoder budget does).

@@ -27,4 +27,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Asks the kernel to reclaim the whole pages inside [p, p + n) (MADV_PAGEOUT): clean file-mapped
+// pages leave this process's memory and fault back in from the file if read again; anonymous
+// pages without swap stay, so no data is lost whatever the range holds. For weights copied
+// elsewhere, so the process does not hold both. Best effort: kernels before 5.4 ignore it.
+void release_mapped_pages(const void* p, size_t n);
+
 }  // namespace gemmaserve

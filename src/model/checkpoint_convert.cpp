@@ -47,7 +47,8 @@ void store_float(DType d, float x, std::byte* p) {
 std::string target_name(const std::string& name, bool causal_lm) {
   if (!causal_lm) return name;
   static const char* kTowers[] = {"model.vision_tower.", "model.embed_vision.",
-                                  "model.audio_tower.", "model.embed_audio."};
+                                  "model.audio_tower.", "model.embed_audio.",
+                                  "model.vision_embedder."};
   for (const char* t : kTowers) {
     if (starts_with(name, t)) return "";
   }
@@ -124,7 +125,8 @@ json to_per_layer_config_form(const json& config) {
 json to_causal_lm_config(const json& config) {
   if (!config.contains("text_config") || !config["text_config"].is_object()) return config;
   json out = config["text_config"];
-  out["architectures"] = {"Gemma4ForCausalLM"};
+  const bool unified = config.value("model_type", std::string()) == "gemma4_unified";
+  out["architectures"] = {unified ? "Gemma4UnifiedForCausalLM" : "Gemma4ForCausalLM"};
   if (config.contains("transformers_version")) {
     out["transformers_version"] = config["transformers_version"];
   }

@@ -41,7 +41,8 @@ void convert_checkpoint(const std::filesystem::path& src, const std::filesystem:
 nlohmann::json to_per_layer_config_form(const nlohmann::json& config);
 
 // config.json of the Gemma4ForCausalLM form: the text_config with architectures
-// ["Gemma4ForCausalLM"] (what HF's text-only conversion writes). Flat configs pass unchanged.
+// ["Gemma4ForCausalLM"] (["Gemma4UnifiedForCausalLM"] for gemma4_unified; what HF's text-only
+// conversion writes). Flat configs pass unchanged.
 nlohmann::json to_causal_lm_config(const nlohmann::json& config);
 
 }  // namespace gemmaserve

@@ -13,8 +13,18 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string> kSupportedArchitectures = {
-    "Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4Model", "Gemma4TextModel"};
+const std::set<std::string> kSupportedArchitectures = {"Gemma4ForConditionalGeneration",
+                                                       "Gemma4ForCausalLM",
+                                                       "Gemma4Model",
+                                                       "Gemma4TextModel",
+                                                       "Gemma4UnifiedForConditionalGeneration",
+                                                       "Gemma4UnifiedForCausalLM",
+                                                       "Gemma4UnifiedModel",
+                                                       "Gemma4UnifiedTextModel"};
+
+bool is_unified_architecture(const std::string& architecture) {
+  return architecture.rfind("Gemma4Unified", 0) == 0;
+}
 
 // Typed field access with errors naming the file and the field; absent or null → fallback.
 class FieldReader {
@@ -112,9 +122,11 @@ RopeSpec parse_rope(const json& j, const std::string& source, const std::string&
 }
 
 void parse_text_config(const json& t, const std::string& source, const std::string& path,
-                       TextConfig* c) {
+                       ModelFamily family, TextConfig* c) {
   FieldReader r(t, source, path);
-  // Defaults are Hugging Face's Gemma4TextConfig defaults, so sparse configs load as HF does.
+  const bool unified = family == ModelFamily::kGemma4Unified;
+  // Defaults are Hugging Face's Gemma4TextConfig defaults (Gemma4UnifiedTextConfig's for the
+  // unified family), so sparse configs load as HF does.
   c->vocab_size = r.require_positive_int("vocab_size", 262144);
   c->hidden_size = r.require_positive_int("hidden_size", 2304);
   c->intermediate_size = r.require_positive_int("intermediate_size", 9216);
@@ -125,7 +137,7 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
   c->global_head_dim = r.require_positive_int("global_head_dim", 512);
   c->num_global_key_value_heads = r.get_optional_int("num_global_key_value_heads");
   c->attention_k_eq_v = r.get_bool("attention_k_eq_v", false);
-  c->sliding_window = r.require_positive_int("sliding_window", 512);
+  c->sliding_window = r.require_positive_int("sliding_window", unified ? 1024 : 512);
   c->rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
   c->final_logit_softcapping = r.get_optional_double("final_logit_softcapping");
   // null disables per-layer inputs (HF: None); only an absent field takes HF's default 256.
@@ -141,8 +153,11 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
   c->top_k_experts = r.get_int("top_k_experts", 0);
   c->moe_intermediate_size = r.get_int("moe_intermediate_size", 0);
   c->hidden_activation = r.get_string("hidden_activation", "gelu_pytorch_tanh");
-  c->use_bidirectional_attention = r.get_string("use_bidirectional_attention", "");
-  c->max_position_embeddings = r.get_int("max_position_embeddings", 131072);
+  // Unified: absent means HF's default "vision"; an explicit null turns it off.
+  c->use_bidirectional_attention = unified && !t.contains("use_bidirectional_attention")
+                                       ? "vision"
+                                       : r.get_string("use_bidirectional_attention", "");
+  c->max_position_embeddings = r.get_int("max_position_embeddings", unified ? 262144 : 131072);
   c->tie_word_embeddings = r.get_bool("tie_word_embeddings", true);
   c->pad_token_id = r.get_int("pad_token_id", 0);
   c->bos_token_id = r.get_int("bos_token_id", 2);
@@ -160,6 +175,23 @@ void parse_text_config(const json& t, const std::string& source, const std::stri
   }
   if (c->num_kv_shared_layers >= c->num_hidden_layers) {
     r.fail("num_kv_shared_layers", "must be smaller than num_hidden_layers");
+  }
+  if (unified) {
+    // Gemma4UnifiedTextConfig has no per-layer inputs or MoE: its model never reads these fields.
+    if (c->hidden_size_per_layer_input > 0 && t.contains("hidden_size_per_layer_input")) {
+      GS_LOG_WARNING << source << ": " << path
+                     << "hidden_size_per_layer_input is not used by the unified Gemma 4 (no "
+                        "per-layer embeddings), as in Hugging Face";
+    }
+    if (c->enable_moe_block) {
+      GS_LOG_WARNING << source << ": " << path
+                     << "enable_moe_block is not used by the unified Gemma 4 (no MoE), as in "
+                        "Hugging Face";
+    }
+    c->hidden_size_per_layer_input = 0;
+    c->vocab_size_per_layer_input = 0;
+    c->enable_moe_block = false;
+    c->num_experts = c->top_k_experts = c->moe_intermediate_size = 0;
   }
   if (c->enable_moe_block) {
     if (c->num_experts <= 0) r.fail("num_experts", "must be positive when enable_moe_block");
@@ -366,6 +398,61 @@ VisionConfig parse_vision_config(const json& v, const std::string& source) {
   return c;
 }
 
+UnifiedVisionConfig parse_unified_vision_config(const json& v, const std::string& source) {
+  const std::string path = "vision_config.";
+  if (!v.is_object()) throw InputError(source + ": field 'vision_config' must be an object");
+  const std::string type = v.value("model_type", std::string("gemma4_unified_vision"));
+  if (type != "gemma4_unified_vision") {
+    throw InputError(source + ": field 'vision_config.model_type' is '" + type +
+                     "', expected 'gemma4_unified_vision'");
+  }
+  FieldReader r(v, source, path);
+  UnifiedVisionConfig c;
+  c.patch_size = r.require_positive_int("patch_size", c.patch_size);
+  c.pooling_kernel_size = r.require_positive_int("pooling_kernel_size", c.pooling_kernel_size);
+  c.mm_embed_dim = r.require_positive_int("mm_embed_dim", c.mm_embed_dim);
+  c.mm_posemb_size = r.require_positive_int("mm_posemb_size", c.mm_posemb_size);
+  c.rms_norm_eps = r.get_double("rms_norm_eps", c.rms_norm_eps);
+  c.output_proj_dims = r.require_positive_int("output_proj_dims", c.output_proj_dims);
+  // A saved property of HF's config: its setter refuses any other value, and so do we.
+  if (r.has("model_patch_size") &&
+      r.get_int("model_patch_size", 0) != c.patch_size * c.pooling_kernel_size) {
+    r.fail("model_patch_size", "must equal patch_size x pooling_kernel_size (" +
+                                   std::to_string(c.patch_size * c.pooling_kernel_size) + ")");
+  }
+  if (c.output_proj_dims != c.mm_embed_dim) {
+    r.fail("output_proj_dims", "must equal mm_embed_dim (" + std::to_string(c.mm_embed_dim) +
+                                   "): the embedder's projection reads the position-normed "
+                                   "patch embedding");
+  }
+  if (c.rms_norm_eps <= 0) r.fail("rms_norm_eps", "must be positive");
+  return c;
+}
+
+UnifiedAudioConfig parse_unified_audio_config(const json& a, const std::string& source) {
+  const std::string path = "audio_config.";
+  if (!a.is_object()) throw InputError(source + ": field 'audio_config' must be an object");
+  const std::string type = a.value("model_type", std::string("gemma4_unified_audio"));
+  if (type != "gemma4_unified_audio") {
+    throw InputError(source + ": field 'audio_config.model_type' is '" + type +
+                     "', expected 'gemma4_unified_audio'");
+  }
+  FieldReader r(a, source, path);
+  UnifiedAudioConfig c;
+  // HF's hidden_size, output_proj_dims and audio_samples_per_token are aliases of
+  // audio_embed_dim (one value, saved under each name): they must agree.
+  c.audio_embed_dim = r.require_positive_int("audio_embed_dim", c.audio_embed_dim);
+  for (const char* alias : {"hidden_size", "output_proj_dims", "audio_samples_per_token"}) {
+    if (r.has(alias) && r.get_int(alias, 0) != c.audio_embed_dim) {
+      r.fail(alias, "must equal audio_embed_dim (" + std::to_string(c.audio_embed_dim) +
+                        "): both are the samples of one audio soft token");
+    }
+  }
+  c.rms_norm_eps = r.get_double("rms_norm_eps", c.rms_norm_eps);
+  if (c.rms_norm_eps <= 0) r.fail("rms_norm_eps", "must be positive");
+  return c;
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const json& config, const std::string& source) {
@@ -384,30 +471,39 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
     mc.architecture = "Gemma4ForConditionalGeneration";
   } else if (mc.model_type == "gemma4_text") {
     mc.architecture = "Gemma4ForCausalLM";
+  } else if (mc.model_type == "gemma4_unified") {
+    mc.architecture = "Gemma4UnifiedForConditionalGeneration";
+  } else if (mc.model_type == "gemma4_unified_text") {
+    mc.architecture = "Gemma4UnifiedForCausalLM";
   } else {
     throw InputError(source + ": no 'architectures' and model_type '" + mc.model_type +
                      "' is not a Gemma 4 type");
   }
   if (!kSupportedArchitectures.count(mc.architecture)) {
     throw InputError(source + ": unsupported architecture '" + mc.architecture +
-                     "' (supported: Gemma4ForConditionalGeneration, Gemma4ForCausalLM)");
+                     "' (supported: Gemma4ForConditionalGeneration, Gemma4ForCausalLM, "
+                     "Gemma4UnifiedForConditionalGeneration, Gemma4UnifiedForCausalLM)");
   }
+  const bool unified = is_unified_architecture(mc.architecture);
+  mc.family = unified ? ModelFamily::kGemma4Unified : ModelFamily::kGemma4;
   const bool nested = config.contains("text_config") && !config["text_config"].is_null();
   if (nested) {
     const json& t = config["text_config"];
     if (!t.is_object()) top.fail("text_config", "must be an object");
-    std::string tt = t.value("model_type", std::string("gemma4_text"));
-    if (tt != "gemma4_text") {
-      throw InputError(source + ": field 'text_config.model_type' is '" + tt +
-                       "', expected 'gemma4_text'");
+    const std::string want = unified ? "gemma4_unified_text" : "gemma4_text";
+    std::string tt = t.value("model_type", want);
+    if (tt != want) {
+      throw InputError(source + ": field 'text_config.model_type' is '" + tt + "', expected '" +
+                       want + "'");
     }
-    parse_text_config(t, source, "text_config.", &mc.text);
+    parse_text_config(t, source, "text_config.", mc.family, &mc.text);
     mc.tensor_prefix = "model.language_model.";
   } else {
-    if (mc.architecture == "Gemma4ForConditionalGeneration") {
-      top.fail("text_config", "is required for Gemma4ForConditionalGeneration");
+    if (mc.architecture == "Gemma4ForConditionalGeneration" ||
+        mc.architecture == "Gemma4UnifiedForConditionalGeneration") {
+      top.fail("text_config", "is required for " + mc.architecture);
     }
-    parse_text_config(config, source, "", &mc.text);
+    parse_text_config(config, source, "", mc.family, &mc.text);
     mc.tensor_prefix = "model.";
   }
   // Top-level tie flag wins for the multimodal wrapper (HF reads it there).
@@ -415,8 +511,15 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
     mc.text.tie_word_embeddings = top.get_bool("tie_word_embeddings", true);
   }
   mc.has_vision = config.contains("vision_config") && !config["vision_config"].is_null();
-  if (mc.has_vision) mc.vision = parse_vision_config(config["vision_config"], source);
   mc.has_audio = config.contains("audio_config") && !config["audio_config"].is_null();
+  if (unified) {
+    if (mc.has_vision) {
+      mc.unified_vision = parse_unified_vision_config(config["vision_config"], source);
+    }
+    if (mc.has_audio) mc.unified_audio = parse_unified_audio_config(config["audio_config"], source);
+  } else if (mc.has_vision) {
+    mc.vision = parse_vision_config(config["vision_config"], source);
+  }
   mc.eos_token_ids = top.get_id_list("eos_token_id");
   if (mc.eos_token_ids.empty() && nested) {
     mc.eos_token_ids =
@@ -433,6 +536,10 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   mc.eoi_token_id = id("eoi_token_id", 258882);
   mc.audio_token_id = id("audio_token_id", 258881);
   mc.video_token_id = id("video_token_id", 258884);
+  mc.boa_token_id = id("boa_token_id", 256000);
+  // HF names it eoa_token_index; some converters write eoa_token_id.
+  mc.eoa_token_id =
+      top.has("eoa_token_index") ? id("eoa_token_index", 258883) : id("eoa_token_id", 258883);
   mc.vision_soft_tokens_per_image = top.get_optional_int("vision_soft_tokens_per_image");
   return mc;
 }

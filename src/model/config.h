@@ -90,18 +90,48 @@ struct VisionConfig {
   std::optional<int> default_output_length;  // informational (soft tokens of the default budget)
 };
 
+// Gemma 4 12B's encoder-free image input (`vision_config` of gemma4_unified, HF's
+// Gemma4UnifiedVisionConfig defaults): k x k merged patches -> LayerNorm, Dense, LayerNorm, a
+// factorized 2-D position table, LayerNorm, then the multimodal embedder (RMSNorm, Linear).
+struct UnifiedVisionConfig {
+  int patch_size = 16;
+  int pooling_kernel_size = 3;  // teacher patches merged k x k into one soft token
+  int mm_embed_dim = 3840;
+  int mm_posemb_size = 1120;  // rows of the position table: merged patches per side at most
+  double rms_norm_eps = 1e-6;
+  int output_proj_dims = 3840;  // the embedder's input width (== mm_embed_dim in HF's model)
+  int model_patch_size() const { return patch_size * pooling_kernel_size; }
+  int patch_dim() const { return 3 * model_patch_size() * model_patch_size(); }
+};
+
+// Gemma 4 12B's encoder-free audio input (`audio_config` of gemma4_unified): raw frames of
+// audio_embed_dim samples -> RMSNorm -> Linear, one soft token per frame.
+struct UnifiedAudioConfig {
+  int audio_embed_dim = 640;  // == samples per soft token (HF's audio_samples_per_token)
+  double rms_norm_eps = 1e-6;
+};
+
+// The model families this engine runs: Gemma 4 with encoder towers (E2B, E4B, 31B, 26B-A4B)
+// and the encoder-free unified Gemma 4 (12B).
+enum class ModelFamily { kGemma4, kGemma4Unified };
+
 struct ModelConfig {
-  std::string architecture;  // Gemma4ForConditionalGeneration or Gemma4ForCausalLM
-  std::string model_type;    // gemma4 or gemma4_text
+  // Gemma4ForConditionalGeneration, Gemma4ForCausalLM, Gemma4UnifiedForConditionalGeneration...
+  std::string architecture;
+  std::string model_type;  // gemma4, gemma4_text, gemma4_unified or gemma4_unified_text
+  ModelFamily family = ModelFamily::kGemma4;
   TextConfig text;
-  bool has_vision = false;
-  std::optional<VisionConfig> vision;  // set exactly when has_vision
+  bool has_vision = false;             // takes images: a vision tower or the unified embedder
+  std::optional<VisionConfig> vision;  // the vision tower (family kGemma4 only)
+  std::optional<UnifiedVisionConfig> unified_vision;  // family kGemma4Unified only
   bool has_audio = false;
-  std::string tensor_prefix;       // "model.language_model." or "model."
-  std::vector<int> eos_token_ids;  // from config.json (may be empty)
+  std::optional<UnifiedAudioConfig> unified_audio;  // family kGemma4Unified only
+  std::string tensor_prefix;                        // "model.language_model." or "model."
+  std::vector<int> eos_token_ids;                   // from config.json (may be empty)
   // Multimodal ids: HF's defaults for the multimodal wrapper when absent (image 258880, ...);
   // unset for text-only layouts (Gemma4ForCausalLM).
   std::optional<int> image_token_id, boi_token_id, eoi_token_id, audio_token_id, video_token_id;
+  std::optional<int> boa_token_id, eoa_token_id;    // <|audio>, <audio|> (HF: eoa_token_index)
   std::optional<int> vision_soft_tokens_per_image;  // informational
   nlohmann::json raw;                               // the whole config.json
 };

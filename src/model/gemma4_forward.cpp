@@ -47,7 +47,11 @@ Gemma4Plan make_gemma4_plan(const ModelWeights& weights) {
       weights.layers.size() != c.layers.size()) {
     throw InputError("model weights do not match the configured layer count");
   }
-  plan.bidirectional_vision = c.use_bidirectional_attention == "vision";
+  if (c.use_bidirectional_attention == "vision") {
+    plan.vision_mask = weights.config.family == ModelFamily::kGemma4Unified
+                           ? VisionBlockMask::kWholeBlock
+                           : VisionBlockMask::kSlidingLayers;
+  }
   const ModelConfig& mc = weights.config;
   const std::optional<int> placeholders[] = {mc.image_token_id, mc.video_token_id,
                                              mc.audio_token_id};
@@ -372,10 +376,11 @@ void Gemma4Forward::compute_rope_tables() {
 }
 
 void Gemma4Forward::set_vision_key_ranges(std::span<const SequenceInput> batch, int window) {
-  // HF (after transformers PR 46850, as the vision fixture shows): full-attention layers stay
-  // causal; on sliding layers a block's tokens also see the later tokens of their block, and
-  // the window still bounds the earlier keys: (causal OR same block) AND key > query - window.
-  if (!plan_.bidirectional_vision || window <= 0) return;
+  // Gemma 4 (the vision fixture): only sliding layers widen a block's range, to its later
+  // tokens. Unified (its fixture): every layer, to the whole block whatever the window.
+  const VisionBlockMask mask = plan_.vision_mask;
+  if (mask == VisionBlockMask::kCausal) return;
+  if (mask == VisionBlockMask::kSlidingLayers && window <= 0) return;
   size_t a = 0;  // attention seq of the current rows
   for (const SeqRows& r : ws_.rows) {
     if (r.count == 0) continue;
@@ -391,7 +396,9 @@ void Gemma4Forward::set_vision_key_ranges(std::span<const SequenceInput> batch, 
       cpu::KeyRange range = cpu::attention_key_range(as, shape, i);
       const int32_t pos = first + i;
       for (const PositionRange& b : blocks) {
-        if (pos >= b.begin && pos < b.end) range.end = std::max(range.end, b.end);
+        if (pos < b.begin || pos >= b.end) continue;
+        range.end = std::max(range.end, b.end);
+        if (mask == VisionBlockMask::kWholeBlock) range.begin = std::min(range.begin, b.begin);
       }
       ws_.key_ranges[static_cast<size_t>(r.row + i)] = range;
     }

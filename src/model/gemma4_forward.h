@@ -28,6 +28,16 @@ struct RopeGroup {
   std::vector<float> inv_freq;  // head_dim / 2
 };
 
+// How the tokens of an image block see each other.
+enum class VisionBlockMask {
+  kCausal,
+  // Gemma 4 (HF after transformers PR 46850): sliding layers only, and the window still bounds
+  // the earlier keys: (causal OR same block) AND key > query - window; full layers causal.
+  kSlidingLayers,
+  // The unified Gemma 4: every layer, the whole block: (causal [AND in window]) OR same block.
+  kWholeBlock,
+};
+
 // Fixed per-model facts derived once at construction.
 struct Gemma4Plan {
   std::vector<RopeGroup> rope_groups;
@@ -37,7 +47,8 @@ struct Gemma4Plan {
   float eps = 1e-6f;
   // Multimodal placeholder ids (image, video, audio; -1 = none): HF looks them up as the pad id.
   std::array<int32_t, 3> placeholder_ids = {-1, -1, -1};
-  bool bidirectional_vision = false;  // use_bidirectional_attention "vision"
+  // How image blocks attend (use_bidirectional_attention "vision"; causal otherwise).
+  VisionBlockMask vision_mask = VisionBlockMask::kCausal;
 };
 
 // The new rows of one sequence currently held in the activations.
@@ -102,8 +113,8 @@ class Gemma4Forward {
   void validate(std::span<const SequenceInput> batch, const KvCache& cache) const;
   void embed(std::span<const SequenceInput> batch);
   int32_t embedding_id(int32_t token) const;
-  // Explicit key ranges for the rows of sequences with image blocks on sliding layers
-  // (`window` > 0); attention seq i is the i-th of ws_.rows with rows.
+  // Explicit key ranges for the rows of sequences with image blocks under plan_.vision_mask
+  // (`window` > 0 on sliding layers); attention seq i is the i-th of ws_.rows with rows.
   void set_vision_key_ranges(std::span<const SequenceInput> batch, int window);
   void compute_rope_tables();
   void keep_wanted_rows(std::span<const SequenceInput> batch);

@@ -201,6 +201,13 @@ Gemma4GgufWriter::Impl::Impl(const fs::path& in_dir, const fs::path& model_file,
     throw InputError(in_dir.string() + ": is a GGUF model; quantize reads a Hugging Face folder");
   }
   config_ = parse_model_config(ckpt_->config(), ckpt_->config_source());
+  if (config_.family == ModelFamily::kGemma4Unified) {
+    // The writer knows llama.cpp's gemma4 layout only; the 12B's embedders have no names there.
+    throw InputError(in_dir.string() + ": " + config_.architecture +
+                     " (the unified Gemma 4): gemmaserve writes GGUF files in llama.cpp's gemma4 "
+                     "layout only, which has no place for its embedders; quantize it to a "
+                     "safetensors folder (--format safetensors) instead");
+  }
   if (stored_quantization(config_.raw, ckpt_->config_source()) || !ckpt_->quant_method().empty()) {
     throw InputError(in_dir.string() + ": checkpoint is already quantized; quantize the original");
   }

@@ -54,8 +54,11 @@ std::array<std::array<float, 256>, 3> pixel_value_table(const Gemma4ImageProcess
     const float mean = static_cast<float>(o.image_mean[c]);
     const float std_dev = static_cast<float>(o.image_std[c]);
     for (int v = 0; v < 256; ++v) {
-      float x = o.do_rescale ? static_cast<float>(static_cast<double>(v) * o.rescale_factor)
-                             : static_cast<float>(v);
+      float x = static_cast<float>(v);
+      if (o.do_rescale) {
+        x = o.rescale_in_float32 ? x * static_cast<float>(o.rescale_factor)
+                                 : static_cast<float>(static_cast<double>(v) * o.rescale_factor);
+      }
       if (o.do_normalize) x = (x - mean) / std_dev;
       table[c][v] = x;
     }
@@ -119,6 +122,13 @@ Gemma4ResizeTarget gemma4_resize_target(int height, int width,
                      " patches with patch_size " + std::to_string(options.patch_size));
   }
   return {static_cast<int>(target_height), static_cast<int>(target_width)};
+}
+
+Gemma4ImageProcessorOptions merged_patch_options(const Gemma4ImageProcessorOptions& options) {
+  Gemma4ImageProcessorOptions merged = options;
+  merged.patch_size = options.patch_size * options.pooling_kernel_size;
+  merged.pooling_kernel_size = 1;
+  return merged;
 }
 
 Gemma4ImagePatches gemma4_preprocess_image(std::span<const std::uint8_t> rgb, int width, int height,

@@ -27,6 +27,9 @@ struct Gemma4ImageProcessorOptions {
   int resample = 3;
   bool do_rescale = true;
   double rescale_factor = 1.0 / 255;  // float32(float64(v) * rescale_factor), numpy's order
+  // The torchvision backend (the unified Gemma 4's processor) rescales in float32:
+  // float32(v) * float32(rescale_factor), which differs from the above by an ulp at times.
+  bool rescale_in_float32 = false;
   bool do_normalize = false;
   // (x - mean) / std per channel in float32, after the rescale (the PIL backend's order).
   std::array<double, 3> image_mean = {0.0, 0.0, 0.0};
@@ -64,6 +67,12 @@ struct Gemma4ImagePatches {
   // max_patches x 2: (x, y) = (patch column, patch row); (-1, -1) for padding patches.
   std::vector<std::int32_t> position_ids;
 };
+
+// The unified Gemma 4 (12B) merges k x k patches into one soft token (HF's patches_merge); its
+// merged patches are exactly the patches of patch x pooling pixels in (row, column, channel)
+// order, row-major over the merged grid, at the merged (x, y): the same processor with patch_size
+// patch x pooling and pooling 1, whose resize target is unchanged.
+Gemma4ImageProcessorOptions merged_patch_options(const Gemma4ImageProcessorOptions& options);
 
 // `rgb`: height rows of width interleaved 8-bit RGB pixels (image::RgbImage's layout).
 Gemma4ImagePatches gemma4_preprocess_image(std::span<const std::uint8_t> rgb, int width, int height,

@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "kernels/cpu/cpu_features.h"
 #include "model/gemma4_forward.h"
+#include "model/gemma4_unified_embedder.h"
 #include "model/weight_layout.h"
 #include "parallel/communicator.h"
 
@@ -70,11 +71,17 @@ Bf16ActivationCoverage bf16_activation_coverage(const ModelWeights& weights) {
   return c;
 }
 
+constexpr const char* kNoImageInput =
+    "This model does not accept image input: it has no vision_config.";
+constexpr const char* kNoAudioInput =
+    "This model does not accept audio input: it has no audio embedder (audio_config).";
+
 // Per-model plan plus buffers reused by every forward() call.
 struct Gemma4Model::Scratch {
   detail::Gemma4Plan plan;
   detail::Gemma4Workspace ws;
-  std::unique_ptr<Gemma4VisionEncoder> vision;  // with a vision tower
+  std::unique_ptr<Gemma4VisionEncoder> vision;     // with a vision tower
+  std::unique_ptr<Gemma4UnifiedEmbedder> unified;  // the unified family's embedders
 };
 
 Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
@@ -97,6 +104,10 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
   if (weights_.config.vision && rank == 0) {  // the other ranks get its rows in the plan
     scratch_->vision =
         std::make_unique<Gemma4VisionEncoder>(weights_, pool_.get(), options_.matmul_precision);
+  }
+  if (weights_.config.family == ModelFamily::kGemma4Unified && rank == 0) {
+    scratch_->unified =
+        std::make_unique<Gemma4UnifiedEmbedder>(weights_, pool_.get(), options_.matmul_precision);
   }
 }
 
@@ -126,22 +137,51 @@ CommunicatorStats Gemma4Model::communication_stats() const {
   return communicator_ ? communicator_->stats() : CommunicatorStats{};
 }
 
+int Gemma4Model::image_soft_tokens(std::span<const int32_t> positions) const {
+  if (weights_.config.unified_vision) {
+    return unified_image_soft_tokens(*weights_.config.unified_vision, positions);
+  }
+  if (!weights_.config.vision) throw InputError(kNoImageInput);
+  return vision_soft_tokens(*weights_.config.vision, positions);
+}
+
 void Gemma4Model::encode_image(const ImagePatches& image, std::vector<float>* out) {
-  if (!scratch_->vision) throw InputError("this model has no vision encoder (no vision_config)");
-  scratch_->vision->encode(image, out);
+  std::unique_ptr<VisionEncodeJob> job = begin_image_encode(image);
+  while (!job->done()) advance_image_encode(*job, job->remaining_cost());
+  finish_image_encode(*job, out);
 }
 
 std::unique_ptr<VisionEncodeJob> Gemma4Model::begin_image_encode(const ImagePatches& image) {
-  if (!scratch_->vision) throw InputError("this model has no vision encoder (no vision_config)");
+  if (scratch_->unified && weights_.config.unified_vision) {
+    return scratch_->unified->begin_image(image);
+  }
+  if (!scratch_->vision) throw InputError(kNoImageInput);
   return scratch_->vision->begin(image);
 }
 
 int64_t Gemma4Model::advance_image_encode(VisionEncodeJob& job, int64_t budget) {
+  if (scratch_->unified) return scratch_->unified->advance(job, budget);
   return scratch_->vision->advance(job, budget);
 }
 
 void Gemma4Model::finish_image_encode(VisionEncodeJob& job, std::vector<float>* out) {
+  if (scratch_->unified) return scratch_->unified->finish(job, out);
   scratch_->vision->finish(job, out);
+}
+
+bool Gemma4Model::accepts_audio() const {
+  return weights_.config.family == ModelFamily::kGemma4Unified &&
+         weights_.config.unified_audio.has_value();
+}
+
+int64_t Gemma4Model::audio_soft_tokens(int64_t samples) const {
+  if (!accepts_audio()) throw InputError(kNoAudioInput);
+  return unified_audio_soft_tokens(*weights_.config.unified_audio, samples);
+}
+
+void Gemma4Model::encode_audio(std::span<const float> samples, std::vector<float>* out) {
+  if (!accepts_audio() || !scratch_->unified) throw InputError(kNoAudioInput);
+  scratch_->unified->encode_audio(samples, out);
 }
 
 }  // namespace gemmaserve

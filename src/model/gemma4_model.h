@@ -123,7 +123,9 @@ class Gemma4Model {
   // cache of the same geometry holding this rank's heads, until rank 0's model is destroyed.
   void follow();
 
-  // Soft-token embeddings of one image for SequenceInput::embeddings: vision_soft_tokens()
+  // Soft tokens of one preprocessed image (its position ids) on this model's image path.
+  int image_soft_tokens(std::span<const int32_t> positions) const;
+  // Soft-token embeddings of one image for SequenceInput::embeddings: image_soft_tokens()
   // rows of hidden_size floats, in placeholder order, into `out`. InputError when the model has
   // no vision tower or the image is malformed. Runs on the model's pool, so not during forward().
   void encode_image(const ImagePatches& image, std::vector<float>* out);
@@ -133,6 +135,13 @@ class Gemma4Model {
   std::unique_ptr<VisionEncodeJob> begin_image_encode(const ImagePatches& image);
   int64_t advance_image_encode(VisionEncodeJob& job, int64_t budget);
   void finish_image_encode(VisionEncodeJob& job, std::vector<float>* out);
+
+  // Audio input (the unified family's embedder: raw 16 kHz samples, one soft token per
+  // audio_embed_dim samples). audio_soft_tokens and encode_audio throw InputError when the model
+  // takes no audio; encode_audio writes audio_soft_tokens(samples.size()) rows of hidden_size.
+  bool accepts_audio() const;
+  int64_t audio_soft_tokens(int64_t samples) const;
+  void encode_audio(std::span<const float> samples, std::vector<float>* out);
 
   // What this rank's collectives sent so far (zeros without tensor parallelism).
   CommunicatorStats communication_stats() const;

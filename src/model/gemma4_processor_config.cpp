@@ -131,17 +131,18 @@ class FieldReader {
 };
 
 Gemma4ImageProcessorOptions read_section(const nlohmann::json& section, const std::string& where,
-                                         const VisionConfig& vision) {
+                                         const ImageProcessorGeometry& vision) {
   if (!section.is_object()) throw InputError(where + " must be a JSON object");
   const FieldReader r(section, where);
   // Absent patch and pooling sizes are the tower's (vLLM counts placeholders with those).
   Gemma4ImageProcessorOptions o;
+  o.rescale_in_float32 = vision.rescale_in_float32;
   o.patch_size = vision.patch_size;
   o.pooling_kernel_size = vision.pooling_kernel_size;
   if (const nlohmann::json* type = r.find("image_processor_type")) {
-    if (!type->is_string() || type->get<std::string>().rfind("Gemma4ImageProcessor", 0) != 0) {
-      r.refuse("image_processor_type",
-               type->dump() + " is not Gemma 4's image processor (Gemma4ImageProcessor)");
+    if (!type->is_string() || type->get<std::string>().rfind(vision.processor_type, 0) != 0) {
+      r.refuse("image_processor_type", type->dump() + " is not this model's image processor (" +
+                                           vision.processor_type + ")");
     }
   }
   r.read_positive_int("patch_size", &o.patch_size);
@@ -200,8 +201,16 @@ Gemma4ImageProcessorOptions read_section(const nlohmann::json& section, const st
 
 }  // namespace
 
-Gemma4ImageProcessorOptions load_gemma4_image_processor_config(const fs::path& dir,
-                                                               const VisionConfig& vision) {
+ImageProcessorGeometry image_processor_geometry(const VisionConfig& vision) {
+  return {vision.patch_size, vision.pooling_kernel_size, "Gemma4ImageProcessor"};
+}
+
+ImageProcessorGeometry image_processor_geometry(const UnifiedVisionConfig& vision) {
+  return {vision.patch_size, vision.pooling_kernel_size, "Gemma4UnifiedImageProcessor", true};
+}
+
+Gemma4ImageProcessorOptions load_gemma4_image_processor_config(
+    const fs::path& dir, const ImageProcessorGeometry& vision) {
   const fs::path processor_file = dir / "processor_config.json";
   const fs::path preprocessor_file = dir / "preprocessor_config.json";
   if (fs::exists(processor_file)) {

@@ -11,9 +11,23 @@
 
 namespace gemmaserve {
 
-// `vision` is the checkpoint's vision tower: patch_size and pooling_kernel_size must agree with
-// it (the tower's patch embedding and pooler are built for its own).
-Gemma4ImageProcessorOptions load_gemma4_image_processor_config(const std::filesystem::path& dir,
-                                                               const VisionConfig& vision);
+// What the model's image path fixes: patch_size and pooling_kernel_size of the processor must
+// agree with it (the tower's patch embedding and pooler, or the unified embedder's merged patch,
+// are built for its own), and the processor type it is written for.
+struct ImageProcessorGeometry {
+  int patch_size = 16;
+  int pooling_kernel_size = 3;
+  const char* processor_type = "Gemma4ImageProcessor";  // image_processor_type's prefix
+  bool rescale_in_float32 = false;  // a torchvision-backend processor (the unified one)
+};
+ImageProcessorGeometry image_processor_geometry(const VisionConfig& vision);
+ImageProcessorGeometry image_processor_geometry(const UnifiedVisionConfig& vision);
+
+Gemma4ImageProcessorOptions load_gemma4_image_processor_config(
+    const std::filesystem::path& dir, const ImageProcessorGeometry& geometry);
+inline Gemma4ImageProcessorOptions load_gemma4_image_processor_config(
+    const std::filesystem::path& dir, const VisionConfig& vision) {
+  return load_gemma4_image_processor_config(dir, image_processor_geometry(vision));
+}
 
 }  // namespace gemmaserve

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/ops.h"
+#include "model/weight_matmul.h"
 
 namespace gemmaserve {
 namespace {
@@ -100,31 +101,12 @@ Gemma4VisionEncoder::Gemma4VisionEncoder(const ModelWeights& weights, ThreadPool
 }
 
 void Gemma4VisionEncoder::for_rows(int64_t rows, FunctionRef<void(int64_t, int64_t)> fn) {
-  if (pool_ == nullptr || rows < 2) {
-    fn(0, rows);
-    return;
-  }
-  pool_->parallel_for(static_cast<size_t>(rows), [&](size_t b, size_t e) {
-    fn(static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  for_row_ranges(pool_, rows, fn);
 }
 
 void Gemma4VisionEncoder::matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t t,
                                  float* y, int64_t ldy) {
-  cpu::MatmulArgs a;
-  a.x = x;
-  a.ldx = static_cast<size_t>(ldx);
-  a.w = w.data;
-  a.w_dtype = w.dtype;
-  a.w_layout = w.layout;
-  a.x_perm = w.x_perm();
-  a.y = y;
-  a.ldy = static_cast<size_t>(ldy);
-  a.t = t;
-  a.k = w.cols;
-  a.n = w.rows;
-  a.precision = precision_;
-  cpu::matmul(a, pool_);
+  matmul_weights(w, x, ldx, t, y, ldy, precision_, pool_);
 }
 
 // Y = clamp(clamp(X) Wᵀ) for X with w.cols columns (contiguous rows).

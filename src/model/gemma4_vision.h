@@ -54,6 +54,7 @@ class VisionEncodeJob {
 
  private:
   friend class Gemma4VisionEncoder;
+  friend class Gemma4UnifiedEmbedder;  // the 12B's one-stage jobs: patches in q_, rows out in h_
   VisionPatchPlan plan_;
   int64_t row_block_ = kVisionRowBlock;
   int64_t num_stages_ = 0;  // 3 per encoder layer

@@ -93,7 +93,8 @@ std::optional<DType> checkpoint_tensor_quant_type(const CheckpointTensor& tensor
   const bool is_float =
       tensor.dtype == DType::kF32 || tensor.dtype == DType::kF16 || tensor.dtype == DType::kBF16;
   const bool vision =
-      name.rfind("model.vision_tower.", 0) == 0 || name.rfind("model.embed_vision.", 0) == 0;
+      name.rfind("model.vision_tower.", 0) == 0 || name.rfind("model.embed_vision.", 0) == 0 ||
+      name.rfind("model.vision_embedder.", 0) == 0 || name.rfind("model.embed_audio.", 0) == 0;
   const bool weight =
       vision ? is_quantizable_vision_tensor(name) : text && is_quantizable_tensor(key);
   if (tensor.shape.size() < 2 || !is_float || !weight) return std::nullopt;
@@ -121,6 +122,7 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
     }
   }
   for (WeightMatrix* m : w.vision.linear_matrices()) todo.push_back({m, false});
+  for (WeightMatrix* m : w.unified.linear_matrices()) todo.push_back({m, false});
   quantize_weight_matrices(todo, type, pool, &w.owned_buffers, progress);
   if (tied) w.lm_head = w.embed_tokens;
 }

@@ -97,6 +97,16 @@ class TensorBinder {
     return out;
   }
 
+  // A float tensor of any shape as f32 values, row-major (small tables such as position rows).
+  std::vector<float> float_tensor(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& v = require(name);
+    check_shape(v, shape);
+    check_float(v);
+    std::vector<float> out(static_cast<size_t>(v.numel()));
+    convert_to_f32(v.dtype, aligned_data(v), out.data(), out.size());
+    return out;
+  }
+
   // An integer index vector of n entries stored as I64 or I32 (e.g. a token permutation).
   std::vector<int32_t> index_vector(const std::string& name, int64_t n) {
     const TensorView& v = require(name);

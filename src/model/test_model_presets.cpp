@@ -40,7 +40,8 @@ struct Variant {
   bool bidirectional_vision;
   int max_position_embeddings;
   int vision_soft_tokens_per_image;
-  const char* vision;  // vision tower shape: "tiny", "e-series" or "large"
+  const char* vision;    // vision tower shape: "tiny", "e-series" or "large"; "" for unified
+  bool unified = false;  // the encoder-free unified family (Gemma 4 12B)
 };
 
 // The vision towers (spec §1, §5; HF convert_gemma4_weights.py): E2B/E4B use clipped linears,
@@ -111,6 +112,24 @@ const std::vector<Variant>& variants() {
        .hidden_size_per_layer_input = 0, .enable_moe_block = true, .num_experts = 128,
        .top_k_experts = 8, .moe_intermediate_size = 704, .bidirectional_vision = true,
        .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280, .vision = "large"},
+      // The unified family at spec §10's tiny widths: every unified code path, fast.
+      {.name = "tiny-unified", .hidden_size = 64, .intermediate_size = 128,
+       .num_hidden_layers = 6, .layer_pattern = {kS, kF, kS, kS, kS, kF},
+       .num_attention_heads = 4, .num_key_value_heads = 2, .num_global_key_value_heads = 1,
+       .head_dim = 32, .global_head_dim = 64, .attention_k_eq_v = true, .sliding_window = 8,
+       .num_kv_shared_layers = 0, .use_double_wide_mlp = false, .hidden_size_per_layer_input = 0,
+       .enable_moe_block = false, .bidirectional_vision = true,
+       .max_position_embeddings = 4096, .vision_soft_tokens_per_image = 70, .vision = "",
+       .unified = true},
+      // Gemma 4 12B (issue 38): Gemma 3 12B's widths, Gemma 4's attention, no PLE or MoE.
+      {.name = "12b", .hidden_size = 3840, .intermediate_size = 15360, .num_hidden_layers = 48,
+       .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 16,
+       .num_key_value_heads = 8, .num_global_key_value_heads = 1, .head_dim = 256,
+       .global_head_dim = 512, .attention_k_eq_v = true, .sliding_window = 1024,
+       .num_kv_shared_layers = 0, .use_double_wide_mlp = false, .hidden_size_per_layer_input = 0,
+       .enable_moe_block = false, .bidirectional_vision = true,
+       .max_position_embeddings = 262144, .vision_soft_tokens_per_image = 280, .vision = "",
+       .unified = true},
   };
   return v;
 }
@@ -227,7 +246,8 @@ std::vector<TensorSpec> TestModelSpec::specs() const {
 }
 
 const std::vector<std::string>& test_model_preset_names() {
-  static const std::vector<std::string> names = {"tiny", "e2b", "e4b", "31b", "26b-a4b"};
+  static const std::vector<std::string> names = {"tiny",    "e2b", "e4b",         "31b",
+                                                 "26b-a4b", "12b", "tiny-unified"};
   return names;
 }
 
@@ -281,6 +301,43 @@ json test_model_config(const std::string& preset, DType dtype) {
       {"vocab_size", 262144},
       {"vocab_size_per_layer_input", 262144},
   };
+  if (v.unified) {
+    // Gemma4UnifiedTextConfig has no per-layer-input or MoE fields.
+    for (const char* key :
+         {"hidden_size_per_layer_input", "vocab_size_per_layer_input", "enable_moe_block",
+          "num_experts", "top_k_experts", "moe_intermediate_size"}) {
+      text.erase(key);
+    }
+    text["model_type"] = "gemma4_unified_text";
+    return {
+        {"architectures", {"Gemma4UnifiedForConditionalGeneration"}},
+        {"audio_config",
+         {{"audio_embed_dim", 640},
+          {"model_type", "gemma4_unified_audio"},
+          {"rms_norm_eps", 1e-06}}},
+        {"audio_token_id", 258881},
+        {"boa_token_id", 256000},
+        {"boi_token_id", 255999},
+        {"dtype", dt},
+        {"eoa_token_index", 258883},
+        {"eoi_token_id", 258882},
+        {"eos_token_id", {1, 106, 50}},
+        {"image_token_id", 258880},
+        {"initializer_range", 0.02},
+        {"model_type", "gemma4_unified"},
+        {"text_config", text},
+        {"tie_word_embeddings", true},
+        {"video_token_id", 258884},
+        {"vision_config",
+         {{"mm_embed_dim", v.hidden_size},
+          {"mm_posemb_size", 1120},
+          {"model_type", "gemma4_unified_vision"},
+          {"output_proj_dims", v.hidden_size},
+          {"patch_size", 16},
+          {"pooling_kernel_size", 3},
+          {"rms_norm_eps", 1e-06}}},
+    };
+  }
   return {
       {"architectures", {"Gemma4ForConditionalGeneration"}},
       {"audio_config", nullptr},
@@ -382,7 +439,37 @@ std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dt
   return out;
 }
 
+// The unified family's embedders (HF's Gemma4UnifiedVisionEmbedder and the audio projection).
+std::vector<TestTensor> unified_embedder_tensors(const ModelConfig& config, DType dtype) {
+  std::vector<TestTensor> out;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorInit init) {
+    out.push_back({TensorSpec{name, dtype, std::move(shape)}, name, init, std::nullopt, 0});
+  };
+  auto linear = [&](const std::string& name, int64_t rows, int64_t fan_in) {
+    add(name, {rows, fan_in}, {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(fan_in))});
+  };
+  const int64_t H = config.text.hidden_size;
+  if (const std::optional<UnifiedVisionConfig>& v = config.unified_vision) {
+    const int64_t patch = v->patch_dim(), mm = v->mm_embed_dim;
+    const std::string e = "model.vision_embedder.";
+    for (const auto& [name, n] :
+         {std::pair{"patch_ln1", patch}, {"patch_ln2", mm}, {"pos_norm", mm}}) {
+      add(e + name + ".weight", {n}, {TensorInit::Kind::kNormal, 1.0f, 0.1f});
+      add(e + name + ".bias", {n}, {TensorInit::Kind::kNormal, 0.0f, 0.1f});
+    }
+    linear(e + "patch_dense.weight", mm, patch);
+    add(e + "patch_dense.bias", {mm}, {TensorInit::Kind::kNormal, 0.0f, 0.1f});
+    add(e + "pos_embedding", {v->mm_posemb_size, 2, mm}, {TensorInit::Kind::kNormal, 0.0f, 0.5f});
+    linear("model.embed_vision.embedding_projection.weight", H, v->output_proj_dims);
+  }
+  if (const std::optional<UnifiedAudioConfig>& a = config.unified_audio) {
+    linear("model.embed_audio.embedding_projection.weight", H, a->audio_embed_dim);
+  }
+  return out;
+}
+
 std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype) {
+  if (config.family == ModelFamily::kGemma4Unified) return unified_embedder_tensors(config, dtype);
   std::vector<TestTensor> out;
   if (!config.vision) return out;
   const VisionConfig& v = *config.vision;

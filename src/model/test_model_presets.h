@@ -64,9 +64,9 @@ nlohmann::json test_generation_config();
 // `1 + w` bug shows, layer_scalar and router scales uniform in [0.5, 1.5).
 std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dtype);
 
-// The vision tower's and its projection's tensors (none without config.vision), with the real
-// names (`.linear.` wrappers, 0-dim clip bounds with use_clipped_linears, std_bias/std_scale
-// with standardize) and the same init rules.
+// The vision tower's and its projection's tensors (none without config.vision; the unified
+// family's image and audio embedders instead), with the real names (`.linear.` wrappers, 0-dim clip
+// bounds with use_clipped_linears, std_bias/std_scale with standardize) and the same init rules.
 std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype);
 
 // Preset config + tensor list. dtype is F32, F16, BF16 or a quantized type (Q8_0, Q4_0, Q4_K:

@@ -10,6 +10,7 @@
 
 #include "core/huge_pages.h"
 #include "core/logging.h"
+#include "io/mapped_file.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/interleave.h"
 
@@ -32,6 +33,7 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
     todo.emplace_back(&l.experts_down, l.experts_down.rows / experts);
   }
   for (WeightMatrix* m : w.vision.linear_matrices()) todo.emplace_back(m, m->rows);
+  for (WeightMatrix* m : w.unified.linear_matrices()) todo.emplace_back(m, m->rows);
   std::erase_if(todo, [](const auto& item) {
     const auto& [m, slice_rows] = item;
     return !*m || m->layout != WeightLayout::kRows || !cpu::interleave_preferred(m->dtype) ||
@@ -60,7 +62,10 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
     const void* old = m->data;
     m->data = dst;
     m->layout = WeightLayout::kInterleaved16;
-    std::erase_if(w.owned_buffers, [&](const auto& b) { return b.get() == old; });
+    // A source in the checkpoint's mapping would otherwise stay resident beside its copy.
+    if (std::erase_if(w.owned_buffers, [&](const auto& b) { return b.get() == old; }) == 0) {
+      release_mapped_pages(old, static_cast<size_t>(m->rows) * dtype_row_bytes(m->dtype, m->cols));
+    }
   }
   w.owned_buffers.push_back(std::move(arena));
   if (tied) w.embed_tokens = w.lm_head;

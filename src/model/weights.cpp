@@ -81,6 +81,33 @@ VisionWeights bind_vision(TensorBinder& tower, TensorBinder& embed, const Vision
   return w;
 }
 
+// Gemma 4 12B's embedders: model.vision_embedder.*, model.embed_vision.embedding_projection and
+// model.embed_audio.embedding_projection (HF's Gemma4UnifiedModel names).
+UnifiedEmbedderWeights bind_unified(TensorBinder& vision, TensorBinder& embed_vision,
+                                    TensorBinder& embed_audio, const ModelConfig& c,
+                                    int64_t text_hidden) {
+  UnifiedEmbedderWeights w;
+  if (const std::optional<UnifiedVisionConfig>& v = c.unified_vision) {
+    const int64_t patch = v->patch_dim(), mm = v->mm_embed_dim;
+    w.patch_ln1_weight = vision.vector("patch_ln1.weight", patch);
+    w.patch_ln1_bias = vision.vector("patch_ln1.bias", patch);
+    w.patch_dense = vision.matrix("patch_dense.weight", {mm, patch});
+    w.patch_dense_bias = vision.vector("patch_dense.bias", mm);
+    w.patch_ln2_weight = vision.vector("patch_ln2.weight", mm);
+    w.patch_ln2_bias = vision.vector("patch_ln2.bias", mm);
+    w.pos_embedding = vision.float_tensor("pos_embedding", {v->mm_posemb_size, 2, mm});
+    w.pos_norm_weight = vision.vector("pos_norm.weight", mm);
+    w.pos_norm_bias = vision.vector("pos_norm.bias", mm);
+    w.vision_projection =
+        embed_vision.matrix("embedding_projection.weight", {text_hidden, v->output_proj_dims});
+  }
+  if (const std::optional<UnifiedAudioConfig>& a = c.unified_audio) {
+    w.audio_projection =
+        embed_audio.matrix("embedding_projection.weight", {text_hidden, a->audio_embed_dim});
+  }
+  return w;
+}
+
 // Touches every page of every given range so loading shows real progress and later steps do
 // not stall on page faults.
 void prefault(const std::vector<std::pair<const void*, size_t>>& ranges,
@@ -132,6 +159,7 @@ void keep_built_buffers(ModelWeights& w,
   for (const auto& entry : built) by_data[entry.second.get()] = entry.second;
   std::vector<const WeightMatrix*> held = held_matrices(w);
   for (WeightMatrix* m : w.vision.linear_matrices()) held.push_back(m);
+  for (WeightMatrix* m : w.unified.linear_matrices()) held.push_back(m);
   for (const WeightMatrix* m : held) {
     if (auto it = by_data.find(m->data); it != by_data.end()) w.owned_buffers.push_back(it->second);
   }
@@ -170,6 +198,14 @@ std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
     }
   }
   if (embedding_projection) out.push_back(&embedding_projection);
+  return out;
+}
+
+std::vector<WeightMatrix*> UnifiedEmbedderWeights::linear_matrices() {
+  std::vector<WeightMatrix*> out;
+  for (WeightMatrix* m : {&patch_dense, &vision_projection, &audio_projection}) {
+    if (*m) out.push_back(m);
+  }
   return out;
 }
 
@@ -348,16 +384,25 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   // Under tensor parallelism rank 0 alone runs the vision tower (the step plan carries its rows).
   const bool runs_vision = options.tensor_parallel_rank == 0;
   if (w.config.vision && runs_vision) w.vision = bind_vision(tower, embed, *w.config.vision, H);
+  TensorBinder unified_vision(*ckpt, "model.vision_embedder.", &w.owned_buffers, stored_names);
+  TensorBinder embed_audio(*ckpt, "model.embed_audio.", &w.owned_buffers, stored_names);
+  unified_vision.convert_storage_types(options.pool, &conversions);
+  embed_audio.convert_storage_types(options.pool, &conversions);
+  if (w.config.family == ModelFamily::kGemma4Unified && runs_vision) {
+    w.unified = bind_unified(unified_vision, embed, embed_audio, w.config, H);
+  }
 
   // Report what was not used: the audio tower (a separate feature) and anything else.
   size_t vision = 0, audio = 0;
   std::vector<std::string> unknown;
   for (const auto& [name, v] : ckpt->tensors()) {
     if (b.used().count(name) || tower.used().count(name) || embed.used().count(name) ||
+        unified_vision.used().count(name) || embed_audio.used().count(name) ||
         name == "lm_head.weight") {
       continue;
     }
-    if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.")) {
+    if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.") ||
+        starts_with(name, "model.vision_embedder.")) {
       if (runs_vision) ++vision;
     } else if (starts_with(name, "model.audio_tower.") || starts_with(name, "model.embed_audio.")) {
       ++audio;

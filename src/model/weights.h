@@ -82,6 +82,21 @@ struct VisionWeights {
   std::vector<WeightMatrix*> linear_matrices();
 };
 
+// Gemma 4 12B's encoder-free embedders (family kGemma4Unified; empty otherwise). Image:
+// LayerNorm -> Dense -> LayerNorm -> + position rows -> LayerNorm -> RMSNorm -> Linear; audio:
+// RMSNorm -> Linear.
+struct UnifiedEmbedderWeights {
+  std::vector<float> patch_ln1_weight, patch_ln1_bias;  // [patch_dim]
+  WeightMatrix patch_dense;                             // [mm_embed_dim, patch_dim]
+  std::vector<float> patch_dense_bias;                  // [mm_embed_dim]
+  std::vector<float> patch_ln2_weight, patch_ln2_bias;
+  std::vector<float> pos_embedding;  // [mm_posemb_size, 2, mm_embed_dim]: x row, y row
+  std::vector<float> pos_norm_weight, pos_norm_bias;
+  WeightMatrix vision_projection;  // [H, mm_embed_dim] (embed_vision)
+  WeightMatrix audio_projection;   // [H, audio_embed_dim] (embed_audio)
+  std::vector<WeightMatrix*> linear_matrices();
+};
+
 struct ModelWeights {
   ModelConfig config;
   WeightMatrix embed_tokens;  // [V, H]
@@ -92,6 +107,7 @@ struct ModelWeights {
   std::vector<float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
   VisionWeights vision;
+  UnifiedEmbedderWeights unified;
   // Which slice of the model these weights are (tensor parallelism; size 1 = all of it).
   TensorParallelShard tensor_parallel;
   // The quantized weight type in use (stored in the checkpoint or applied at load), if any.

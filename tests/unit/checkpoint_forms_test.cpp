@@ -260,8 +260,10 @@ TEST_P(CheckpointForms, EveryFormLoadsToTheSameWeights) {
       EXPECT_FALSE(text.contains("num_global_key_value_heads"));
     }
     if (f.form.causal_lm) {
-      EXPECT_EQ(cfg["architectures"], json({"Gemma4ForCausalLM"}));
-      EXPECT_EQ(cfg["model_type"], "gemma4_text");
+      const bool unified = GetParam() == "unified";
+      EXPECT_EQ(cfg["architectures"],
+                json({unified ? "Gemma4UnifiedForCausalLM" : "Gemma4ForCausalLM"}));
+      EXPECT_EQ(cfg["model_type"], unified ? "gemma4_unified_text" : "gemma4_text");
     }
     EXPECT_TRUE(fs::exists(dst / "generation_config.json"));
     const ModelWeights converted = load_model_weights(dst);
@@ -304,7 +306,8 @@ TEST_P(CheckpointForms, EveryFormGivesTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointForms, ::testing::Values("dense", "keqv", "moe"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointForms,
+                         ::testing::Values("dense", "keqv", "moe", "unified"),
                          [](const auto& info) { return info.param; });
 
 // dense-clm is HF's own Gemma4ForCausalLM save of dense's weights: the conversion reproduces

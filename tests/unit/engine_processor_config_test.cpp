@@ -138,7 +138,7 @@ TEST(ProcessorConfigFile, RefusesWhatItCannotHonourNamingTheField) {
       {{{"image_std", {1, 0, 1}}}, "image_std must be non-zero finite numbers, got [1,0,1]"},
       {{{"do_convert_rgb", 1}}, "do_convert_rgb must be true or false, got 1"},
       {{{"image_processor_type", "SiglipImageProcessor"}},
-       "image_processor_type \"SiglipImageProcessor\" is not Gemma 4's image processor "
+       "image_processor_type \"SiglipImageProcessor\" is not this model's image processor "
        "(Gemma4ImageProcessor)"},
   };
   for (const auto& [fields, message] : cases) {

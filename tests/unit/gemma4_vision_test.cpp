@@ -215,7 +215,7 @@ TEST(VisionModel, TextOnlyModelHasNoEncoder) {
     model->encode_image({}, &out);
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "this model has no vision encoder (no vision_config)");
+    EXPECT_STREQ(e.what(), "This model does not accept image input: it has no vision_config.");
   }
 }
 

@@ -113,16 +113,14 @@ TEST(LimitMmPerPrompt, ParsesAndChecks) {
             "--limit-mm-per-prompt must be a JSON object such as '{\"image\": 2}'");
 }
 
-// A video or audio limit above 0 would promise inputs gemmaserve cannot take: refused, not
-// dropped.
-TEST(LimitMmPerPrompt, VideoAndAudioAboveZeroAreRefused) {
+// A video limit above 0 would promise inputs gemmaserve cannot take: refused, not dropped.
+// Audio limits are kept (the unified model takes audio).
+TEST(LimitMmPerPrompt, VideoAboveZeroIsRefused) {
   const std::string refusal =
-      "--limit-mm-per-prompt: video and audio inputs are not supported yet by gemmaserve (images "
+      "--limit-mm-per-prompt: video inputs are not supported yet by gemmaserve (images and audio "
       "only); a limit of 0 is accepted";
   EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"video": 1})"); }), refusal);
-  EXPECT_EQ(
-      input_error_of([] { parse_limit_mm_per_prompt(R"({"image": 1, "audio": {"count": 2}})"); }),
-      refusal);
+  EXPECT_EQ(parse_limit_mm_per_prompt(R"({"image": 1, "audio": {"count": 2}})").at("audio"), 2);
   EXPECT_EQ(parse_limit_mm_per_prompt(R"({"audio": 0})").at("audio"), 0);
 }
 

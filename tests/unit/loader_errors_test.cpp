@@ -152,7 +152,9 @@ TEST_F(LoaderErrors, UnknownArchitecture) {
   write_model(dir(), config_, entries_);
   EXPECT_EQ(load_error(dir()), config_file() +
                                    ": unsupported architecture 'LlamaForCausalLM' (supported: "
-                                   "Gemma4ForConditionalGeneration, Gemma4ForCausalLM)");
+                                   "Gemma4ForConditionalGeneration, Gemma4ForCausalLM, "
+                                   "Gemma4UnifiedForConditionalGeneration, "
+                                   "Gemma4UnifiedForCausalLM)");
 }
 
 TEST_F(LoaderErrors, NoArchitectureAndForeignModelType) {

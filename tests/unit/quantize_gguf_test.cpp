@@ -363,6 +363,27 @@ TEST(QuantizeGguf, RefusesBadOutputs) {
   }
 }
 
+// The unified Gemma 4 has no GGUF layout to write; its safetensors quantization works and loads
+// with the embedders quantized beside the decoder.
+TEST(QuantizeGguf, UnifiedModelIsRefusedWithTheWayThatWorks) {
+  testing::TempDir tmp;
+  const fs::path in = tiny_with_vocab(tmp.path(), "unified");
+  const fs::path out = tmp.path() / "u.gguf";
+  const auto r = quantize_err(in.string() + " " + out.string() + " --type q8_0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "quantize: " + in.string() +
+                       ": Gemma4UnifiedForConditionalGeneration (the unified Gemma 4): gemmaserve "
+                       "writes GGUF files in llama.cpp's gemma4 layout only, which has no place "
+                       "for its embedders; quantize it to a safetensors folder (--format "
+                       "safetensors) instead\n");
+  EXPECT_FALSE(fs::exists(out));
+  const fs::path folder = tmp.path() / "u-q8";
+  ASSERT_EQ(quantize_err(in.string() + " " + folder.string() + " --type q8_0").exit_code, 0);
+  const ModelWeights w = load_model_weights(folder);
+  EXPECT_EQ(w.unified.audio_projection.dtype, DType::kQ8_0);
+  EXPECT_EQ(w.unified.patch_dense.dtype, DType::kQ8_0);
+}
+
 // --split-max-size parts load as one model; the summary names every file.
 TEST(QuantizeGguf, SplitPartsLoadAsOneModel) {
   testing::TempDir tmp;

@@ -215,15 +215,17 @@ MediaConnector::MediaConnector(MediaConnectorOptions options) : options_(std::mo
 
 MediaConnector::~MediaConnector() { curl_global_cleanup(); }
 
-std::vector<std::uint8_t> MediaConnector::fetch(const std::string& url) const {
-  if (starts_with_ci(url, "data:")) return load_data_url(url);
+std::vector<std::uint8_t> MediaConnector::fetch(const std::string& url, MediaKind kind) const {
+  if (starts_with_ci(url, "data:")) return load_data_url(url, kind);
   if (starts_with_ci(url, "http://") || starts_with_ci(url, "https://")) return load_http_url(url);
   if (starts_with_ci(url, "file:")) return load_file_url(url);
   fail("The URL must be either a HTTP, data or file URL.");
 }
 
 // RFC 2397: data:[<mediatype>][;<param>=<value>]*[;base64],<data>
-std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url) const {
+std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url,
+                                                        MediaKind kind) const {
+  const std::string what = kind == MediaKind::kAudio ? "audio" : "image";
   const std::string rest = url.substr(5);
   const size_t comma = rest.find(',');
   if (comma == std::string::npos) {
@@ -235,18 +237,18 @@ std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url) 
     fail("Only base64 data URLs are supported for now.");
   }
   const std::string media_type = lower(spec.substr(0, std::min(spec.find(';'), semi)));
-  if (!media_type.empty() && media_type.rfind("image/", 0) != 0) {
-    fail("Invalid image data URL: media type '" + media_type +
-         "' is not an image type (expected data:image/...;base64,...).");
+  if (!media_type.empty() && media_type.rfind(what + "/", 0) != 0) {
+    fail("Invalid " + what + " data URL: media type '" + media_type + "' is not an " + what +
+         " type (expected data:" + what + "/...;base64,...).");
   }
   const std::string_view data = std::string_view(rest).substr(comma + 1);
   if (data.size() / 4 * 3 > options_.max_bytes + 2) {
-    fail("Invalid image data URL: the image is larger than the " +
+    fail("Invalid " + what + " data URL: the " + what + " is larger than the " +
          std::to_string(options_.max_bytes) + "-byte media limit.");
   }
   auto bytes = decode_base64(data);
-  if (!bytes) fail("Invalid image data URL: the data is not valid base64.");
-  if (bytes->empty()) fail("Invalid image data URL: the image data is empty.");
+  if (!bytes) fail("Invalid " + what + " data URL: the data is not valid base64.");
+  if (bytes->empty()) fail("Invalid " + what + " data URL: the " + what + " data is empty.");
   return std::move(*bytes);
 }
 

@@ -31,6 +31,10 @@ struct MediaConnectorOptions {
   std::size_t max_bytes = std::size_t{20} << 20;
 };
 
+// What a URL is expected to hold: a data: URL's media type must be of this kind (image/...,
+// audio/...), and messages name it.
+enum class MediaKind { kImage, kAudio };
+
 class MediaConnector {
  public:
   // Throws InputError when allowed_local_media_path is set but is not an existing directory.
@@ -40,12 +44,12 @@ class MediaConnector {
   MediaConnector& operator=(const MediaConnector&) = delete;
 
   // The bytes `url` names. Throws InputError (param "messages") for any URL it cannot load.
-  std::vector<std::uint8_t> fetch(const std::string& url) const;
+  std::vector<std::uint8_t> fetch(const std::string& url, MediaKind kind = MediaKind::kImage) const;
 
   const MediaConnectorOptions& options() const { return options_; }
 
  private:
-  std::vector<std::uint8_t> load_data_url(const std::string& url) const;
+  std::vector<std::uint8_t> load_data_url(const std::string& url, MediaKind kind) const;
   std::vector<std::uint8_t> load_file_url(const std::string& url) const;
   std::vector<std::uint8_t> load_http_url(const std::string& url) const;
   void check_allowed_domain(const std::string& host) const;

@@ -10,6 +10,7 @@
 #include "server/openai/request_fields.h"
 #include "server/openai/structured_output_fields.h"
 #include "server/shared/api_error.h"
+#include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
 
 namespace gemmaserve {
@@ -298,7 +299,9 @@ std::vector<std::string> check_messages(const ordered_json& messages) {
           throw bad_request("messages: " + type + " content parts need a '" + text_key + "' string",
                             "messages");
         }
-      } else if (type == "input_audio" || type == "audio_url" || type == "video_url") {
+      } else if (is_audio_part(part)) {
+        audio_part_url(part);  // a malformed part is a 400 here
+      } else if (type == "video_url") {
         throw bad_request("Content part type '" + type + "' is not supported by this model.",
                           "messages");
       } else {
@@ -424,6 +427,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   const ordered_json* messages = f.raw("messages");
   if (messages == nullptr) throw bad_request("messages: Field required", "messages");
   r.image_urls = check_messages(*messages);
+  r.audio_urls = audio_urls_of(*messages);
   r.messages = *messages;
   if (const auto* tools = f.raw("tools")) {
     check_tools(*tools);

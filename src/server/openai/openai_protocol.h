@@ -75,6 +75,7 @@ struct ChatRequest : GenerationRequest {
   bool include_reasoning = true;
   nlohmann::ordered_json documents;     // null or an array
   std::vector<std::string> image_urls;  // the image parts' URLs, in message order
+  std::vector<std::string> audio_urls;  // the audio parts' URLs (input_audio as data:), in order
   std::optional<int> max_soft_tokens;   // mm_processor_kwargs.max_soft_tokens
   bool return_prompt_text = false;      // the rendered prompt as prompt_text
   bool parallel_tool_calls = true;      // false: only the first tool call is returned

@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "server/openai/answer_constraints.h"
 #include "server/shared/api_error.h"
+#include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_output_parser.h"
 #include "server/shared/chat_rendering.h"
@@ -381,6 +382,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
     throw bad_request("chat needs a tokenizer, and this model has none", "messages");
   }
   std::vector<PromptImage> images = load_prompt_images(ctx, req.image_urls, req.max_soft_tokens);
+  std::vector<PromptAudio> audios = load_prompt_audios(ctx, req.audio_urls);
   std::optional<ChatTemplate> request_template;
   const ChatTemplate* tmpl = &select_chat_template(ctx, req.chat_template, request_template);
   ChatPromptInput in;
@@ -400,7 +402,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens, req.truncate_keeps_first);
   // The engine expands each <|image|> itself; usage and the length checks count the expansion.
   std::vector<int32_t> engine_ids = job->prompt_ids;
-  job->prompt_ids = expand_prompt_images(ctx, engine_ids, images);
+  job->prompt_ids = expand_prompt_images(ctx, engine_ids, images, audios);
 
   const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
   SamplingParams params = req.params;
@@ -448,6 +450,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   er.request_id = random_request_id("chatcmpl-");  // unique even when request_ids repeat
   er.prompt_token_ids = std::move(engine_ids);
   er.images = std::move(images);
+  er.audios = std::move(audios);
   er.prompt = prompt.text;
   er.params = params;
   er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs

@@ -6,10 +6,11 @@
 #include "core/error.h"
 #include "engine/image_placeholders.h"
 #include "server/openai/openai_protocol.h"
+#include "server/openai/request_fields.h"
 #include "server/shared/api_error.h"
+#include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_rendering.h"
-#include "server/openai/request_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -46,6 +47,7 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
     }
   }
   const std::vector<PromptImage> images = load_prompt_images(ctx, image_urls_of(messages), budget);
+  const std::vector<PromptAudio> audios = load_prompt_audios(ctx, audio_urls_of(messages));
   in.messages = messages_for_template(messages);
   in.tools = body.value("tools", ordered_json(nullptr));
   in.add_generation_prompt = body.value("add_generation_prompt", true);
@@ -68,7 +70,7 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   std::optional<ChatTemplate> storage;
   const ChatTemplate& tmpl = select_chat_template(ctx, request_template, storage);
   return expand_prompt_images(
-      ctx, ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids), images);
+      ctx, ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids), images, audios);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/image_placeholders.h"
+#include "server/shared/chat_audio.h"
 #include "server/shared/serving_common.h"
 
 namespace gemmaserve {
@@ -60,7 +61,9 @@ std::string image_part_url(const ordered_json& part) {
   return url->get<std::string>();
 }
 
-std::vector<std::string> image_urls_of(const ordered_json& messages) {
+std::vector<std::string> part_urls_of(const ordered_json& messages,
+                                      bool (*is_part)(const ordered_json&),
+                                      std::string (*url_of)(const ordered_json&)) {
   std::vector<std::string> urls;
   if (!messages.is_array()) return urls;
   for (const ordered_json& message : messages) {
@@ -68,10 +71,14 @@ std::vector<std::string> image_urls_of(const ordered_json& messages) {
     const auto content = message.find("content");
     if (content == message.end() || !content->is_array()) continue;
     for (const ordered_json& part : *content) {
-      if (is_image_part(part)) urls.push_back(image_part_url(part));
+      if (is_part(part)) urls.push_back(url_of(part));
     }
   }
   return urls;
+}
+
+std::vector<std::string> image_urls_of(const ordered_json& messages) {
+  return part_urls_of(messages, is_image_part, image_part_url);
 }
 
 ordered_json messages_for_template(const ordered_json& messages) {
@@ -83,6 +90,7 @@ ordered_json messages_for_template(const ordered_json& messages) {
     if (content == message.end() || !content->is_array()) continue;
     for (ordered_json& part : *content) {
       if (is_image_part(part)) part = ordered_json{{"type", "image"}};
+      if (is_audio_part(part)) part = ordered_json{{"type", "audio"}};
     }
   }
   return out;
@@ -127,9 +135,10 @@ std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
 }
 
 std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
-                                          std::span<const PromptImage> images) {
+                                          std::span<const PromptImage> images,
+                                          std::span<const PromptAudio> audios) {
   try {
-    return ctx.engine.expand_image_placeholders(ids, images).token_ids;
+    return ctx.engine.expand_media_placeholders(ids, images, audios).token_ids;
   } catch (const InputError& e) {
     throw InputError(e.what(), "messages");
   }

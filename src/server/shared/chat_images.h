@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/prompt_image.h"
 #include "io/image/image_decode.h"
 #include "io/media/media_connector.h"
@@ -27,10 +28,16 @@ bool is_image_part(const nlohmann::ordered_json& part);
 // The URL of an image part; InputError (param "messages": a 400 at the API) when malformed.
 std::string image_part_url(const nlohmann::ordered_json& part);
 
+// The URLs of the parts of `messages` that is_part picks, in order, each given by url_of.
+std::vector<std::string> part_urls_of(const nlohmann::ordered_json& messages,
+                                      bool (*is_part)(const nlohmann::ordered_json&),
+                                      std::string (*url_of)(const nlohmann::ordered_json&));
+
 // The URLs of every image part of `messages`, in order (400s for malformed image parts).
 std::vector<std::string> image_urls_of(const nlohmann::ordered_json& messages);
 
-// The messages as the chat template renders them: every image part becomes {"type": "image"}.
+// The messages as the chat template renders them: every image part becomes {"type": "image"},
+// every audio part (chat_audio.h) {"type": "audio"}.
 nlohmann::ordered_json messages_for_template(const nlohmann::ordered_json& messages);
 
 // Loads and decodes each URL in order; any failure is an InputError (param "messages") with the
@@ -45,9 +52,10 @@ std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
                                             const std::vector<std::string>& urls,
                                             std::optional<int> max_soft_tokens);
 
-// `ids` with each bare <|image|> expanded as the engine expands it (usage, the length checks,
-// /tokenize); the engine's refusals become 400s naming messages.
+// `ids` with each bare <|image|> and <|audio|> expanded as the engine expands them (usage, the
+// length checks, /tokenize); the engine's refusals become 400s naming messages.
 std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
-                                          std::span<const PromptImage> images);
+                                          std::span<const PromptImage> images,
+                                          std::span<const PromptAudio> audios = {});
 
 }  // namespace gemmaserve

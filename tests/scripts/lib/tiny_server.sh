@@ -7,9 +7,9 @@ SHARED="${GEMMASERVE_SHARED:-$ROOT/../shared}"
 VOCAB="$SHARED/data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf"
 TEMPLATE="$SHARED/data/chat-templates/google-gemma-4-31B-it.jinja"
 
-# make_tiny_model VOCAB TEMPLATE OUT_DIR
+# make_tiny_model VOCAB TEMPLATE OUT_DIR [PRESET (tiny)]
 make_tiny_model() {
-  "$BIN" make-test-model --preset tiny --dtype bf16 --seed 0 --out "$3" >/dev/null
+  "$BIN" make-test-model --preset "${4:-tiny}" --dtype bf16 --seed 0 --out "$3" >/dev/null
   "$BIN" export-tokenizer --from "$1" --out "$3" >/dev/null
   cp "$2" "$3/chat_template.jinja"
 }
