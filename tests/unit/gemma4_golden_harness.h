@@ -60,7 +60,8 @@ inline RefCase parse_case(const nlohmann::json& j) {
     c.greedy_logit.push_back(s.at("logit").get<float>());
     c.greedy_margin.push_back(s.at("margin").get<float>());
   }
-  c.has_image = j.contains("image");
+  // Media cases: "image" (pre-patchified), or "images" / "audio" files (the multimodal fixtures).
+  c.has_image = j.contains("image") || j.contains("images") || j.contains("audio");
   return c;
 }
 
@@ -70,7 +71,10 @@ inline RefFile load_ref(const std::filesystem::path& path) {
   nlohmann::json j = nlohmann::json::parse(in);
   RefFile r;
   for (const auto& c : j.at("cases")) r.cases.push_back(parse_case(c));
-  for (const auto& c : j.at("batch").at("prompts")) r.batch.push_back(parse_case(c));
+  // The multimodal fixtures list their batches by member name instead ("batches").
+  if (j.contains("batch")) {
+    for (const auto& c : j.at("batch").at("prompts")) r.batch.push_back(parse_case(c));
+  }
   return r;
 }
 

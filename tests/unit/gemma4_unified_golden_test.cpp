@@ -128,6 +128,10 @@ int check_media_cases(Gemma4Model& model, const nlohmann::json& ref,
     if (!kinds.count(c.at("kind").get<std::string>())) continue;
     SCOPED_TRACE(c.at("name").get<std::string>());
     const RefCase r = parse_case(c);
+    // The reference's own float32 round-off (its distance to float64) is up to 8e-5 at the last
+    // position of audio_only (300 audio tokens): allow twice it where that exceeds 1e-4.
+    const auto& roundoff = c.at("reference_f32_vs_f64_max_abs_logit_diff");
+    opt.tol = std::max(1e-4f, 2.0f * roundoff.at("last_prompt_position").get<float>());
     const UnifiedInputs::Prompt p = inputs.prompt(c);
     EXPECT_EQ(p.tokens, r.prompt) << "placeholder expansion";
     check_prefill(model, runner, "unified", r, opt, &p.inputs);

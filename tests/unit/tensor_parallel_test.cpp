@@ -167,6 +167,12 @@ TEST(TensorParallel, KeqvTwoRanks) {
   check_split_matches_whole("keqv", golden_dir() / "models" / "keqv");
 }
 
+// The unified Gemma 4's text path (no PLE, one global KV head) split over two ranks.
+TEST(TensorParallel, UnifiedTwoRanks) {
+  GS_RUN_AS_MPI_RANKS(2);
+  check_split_matches_whole("unified", golden_dir() / "models" / "unified");
+}
+
 TEST(TensorParallel, MoeTwoRanks) {
   GS_RUN_AS_MPI_RANKS(2);
   check_split_matches_whole("moe", golden_dir() / "models" / "moe");
