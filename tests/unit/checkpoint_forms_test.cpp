@@ -374,7 +374,8 @@ TEST(PerLayerConfigForm, RealVariants) {
     const ModelConfig b = parse_model_config(to_per_layer_config_form(c), "b");
     expect_same_layers(a.text, b.text);
     const ModelConfig clm = parse_model_config(to_causal_lm_config(c), "clm");
-    EXPECT_EQ(clm.architecture, "Gemma4ForCausalLM");
+    EXPECT_EQ(clm.architecture, a.family == ModelFamily::kGemma4Unified ? "Gemma4UnifiedForCausalLM"
+                                                                        : "Gemma4ForCausalLM");
     EXPECT_EQ(clm.tensor_prefix, "model.");
     expect_same_layers(a.text, clm.text);
   }
