@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -453,6 +454,64 @@ UnifiedAudioConfig parse_unified_audio_config(const json& a, const std::string& 
   return c;
 }
 
+AudioConfig parse_audio_config(const json& a, const std::string& source) {
+  const std::string path = "audio_config.";
+  if (!a.is_object()) throw InputError(source + ": field 'audio_config' must be an object");
+  const std::string type = a.value("model_type", std::string("gemma4_audio"));
+  if (type != "gemma4_audio") {
+    throw InputError(source + ": field 'audio_config.model_type' is '" + type +
+                     "', expected 'gemma4_audio'");
+  }
+  FieldReader r(a, source, path);
+  AudioConfig c;
+  c.hidden_size = r.require_positive_int("hidden_size", c.hidden_size);
+  c.num_hidden_layers = r.require_positive_int("num_hidden_layers", c.num_hidden_layers);
+  c.num_attention_heads = r.require_positive_int("num_attention_heads", c.num_attention_heads);
+  c.hidden_act = r.get_string("hidden_act", c.hidden_act);
+  if (r.has("subsampling_conv_channels")) {
+    const json& ch = a["subsampling_conv_channels"];
+    if (!ch.is_array() || ch.size() != 2) {
+      r.fail("subsampling_conv_channels", "must be a list of two channel counts");
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      if (!ch[i].is_number_integer() || ch[i].get<int64_t>() <= 0 ||
+          ch[i].get<int64_t>() > (int64_t{1} << 20)) {
+        r.fail("subsampling_conv_channels", "must hold positive integers");
+      }
+      c.subsampling_conv_channels[i] = ch[i].get<int>();
+    }
+  }
+  c.conv_kernel_size = r.require_positive_int("conv_kernel_size", c.conv_kernel_size);
+  c.residual_weight = r.get_double("residual_weight", c.residual_weight);
+  c.attention_chunk_size = r.require_positive_int("attention_chunk_size", c.attention_chunk_size);
+  c.attention_context_left =
+      r.require_positive_int("attention_context_left", c.attention_context_left);
+  c.attention_context_right = r.get_int("attention_context_right", c.attention_context_right);
+  c.attention_logit_cap = r.get_double("attention_logit_cap", c.attention_logit_cap);
+  c.attention_invalid_logits_value =
+      r.get_double("attention_invalid_logits_value", c.attention_invalid_logits_value);
+  c.use_clipped_linears = r.get_bool("use_clipped_linears", c.use_clipped_linears);
+  c.rms_norm_eps = r.get_double("rms_norm_eps", c.rms_norm_eps);
+  c.gradient_clipping = r.get_double("gradient_clipping", c.gradient_clipping);
+  c.output_proj_dims = r.require_positive_int("output_proj_dims", c.output_proj_dims);
+  // silu is what every Gemma 4 audio tower uses (HF's "swish" is the same function).
+  if (c.hidden_act != "silu" && c.hidden_act != "swish") {
+    r.fail("hidden_act", "'" + c.hidden_act + "' is not supported (silu only)");
+  }
+  if (c.hidden_size % c.num_attention_heads != 0) {
+    r.fail("num_attention_heads", "must divide hidden_size");
+  }
+  // Future context changes the relative-position table's meaning; no Gemma 4 checkpoint has it.
+  if (c.attention_context_right != 0) r.fail("attention_context_right", "only 0 is supported");
+  if (!(c.attention_logit_cap > 0)) r.fail("attention_logit_cap", "must be positive");
+  if (!(c.gradient_clipping > 0)) r.fail("gradient_clipping", "must be positive");
+  if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
+  if (!std::isfinite(c.attention_invalid_logits_value)) {
+    r.fail("attention_invalid_logits_value", "must be finite");
+  }
+  return c;
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const json& config, const std::string& source) {
@@ -517,8 +576,9 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
       mc.unified_vision = parse_unified_vision_config(config["vision_config"], source);
     }
     if (mc.has_audio) mc.unified_audio = parse_unified_audio_config(config["audio_config"], source);
-  } else if (mc.has_vision) {
-    mc.vision = parse_vision_config(config["vision_config"], source);
+  } else {
+    if (mc.has_vision) mc.vision = parse_vision_config(config["vision_config"], source);
+    if (mc.has_audio) mc.audio = parse_audio_config(config["audio_config"], source);
   }
   mc.eos_token_ids = top.get_id_list("eos_token_id");
   if (mc.eos_token_ids.empty() && nested) {

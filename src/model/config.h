@@ -111,6 +111,28 @@ struct UnifiedAudioConfig {
   double rms_norm_eps = 1e-6;
 };
 
+// The audio tower (`audio_config`, model_type gemma4_audio), HF's Gemma4AudioConfig defaults: a
+// USM conformer over log-mel frames, two stride-2 convolutions then chunked local attention.
+struct AudioConfig {
+  int hidden_size = 1024;
+  int num_hidden_layers = 12;
+  int num_attention_heads = 8;
+  std::string hidden_act = "silu";
+  std::vector<int> subsampling_conv_channels = {128, 32};
+  int conv_kernel_size = 5;
+  double residual_weight = 0.5;
+  int attention_chunk_size = 12;
+  int attention_context_left = 13;
+  int attention_context_right = 0;
+  double attention_logit_cap = 50.0;
+  double attention_invalid_logits_value = -1.0e9;
+  bool use_clipped_linears = true;
+  double rms_norm_eps = 1e-6;
+  double gradient_clipping = 1e10;
+  int output_proj_dims = 1536;
+  int head_dim() const { return hidden_size / num_attention_heads; }
+};
+
 // The model families this engine runs: Gemma 4 with encoder towers (E2B, E4B, 31B, 26B-A4B)
 // and the encoder-free unified Gemma 4 (12B).
 enum class ModelFamily { kGemma4, kGemma4Unified };
@@ -125,6 +147,7 @@ struct ModelConfig {
   std::optional<VisionConfig> vision;  // the vision tower (family kGemma4 only)
   std::optional<UnifiedVisionConfig> unified_vision;  // family kGemma4Unified only
   bool has_audio = false;
+  std::optional<AudioConfig> audio;                 // the audio tower (family kGemma4 only)
   std::optional<UnifiedAudioConfig> unified_audio;  // family kGemma4Unified only
   std::string tensor_prefix;                        // "model.language_model." or "model."
   std::vector<int> eos_token_ids;                   // from config.json (may be empty)

@@ -146,6 +146,13 @@ std::int64_t Gemma4AudioFeatureExtractor::truncated_length(std::int64_t num_samp
   return std::min(num_samples, round_up(options_.max_length, options_.pad_to_multiple_of));
 }
 
+std::int64_t Gemma4AudioFeatureExtractor::valid_frames(std::int64_t num_samples) const {
+  const std::int64_t n = truncated_length(num_samples);
+  // A frame is valid when its last sample, at i * hop + frame_length, is real audio.
+  const std::int64_t last_offset = options_.frame_length - options_.frame_length / 2;
+  return n > last_offset ? (n - last_offset - 1) / options_.hop_length + 1 : 0;
+}
+
 std::int64_t Gemma4AudioFeatureExtractor::padded_length(
     std::span<const std::int64_t> num_samples) const {
   std::int64_t longest = 0;
@@ -174,10 +181,7 @@ AudioFeatures Gemma4AudioFeatureExtractor::extract(std::span<const float> sample
   const std::int64_t span = o.frame_length + 1;
   const std::int64_t total = static_cast<std::int64_t>(wave.size());
   const std::int64_t frames = total >= span ? (total - span) / o.hop_length + 1 : 0;
-  // A frame is valid when its last sample, at i * hop + frame_length, is real audio.
-  const std::int64_t last_offset = o.frame_length - left;
-  const std::int64_t valid =
-      n > last_offset ? std::min(frames, (n - last_offset - 1) / o.hop_length + 1) : 0;
+  const std::int64_t valid = std::min(frames, valid_frames(n));
 
   AudioFeatures out;
   out.num_frames = static_cast<int>(valid);

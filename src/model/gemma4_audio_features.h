@@ -54,6 +54,8 @@ class Gemma4AudioFeatureExtractor {
 
   // Samples a clip of `num_samples` keeps: truncation to max_length (rounded up to a multiple).
   std::int64_t truncated_length(std::int64_t num_samples) const;
+  // Valid frames of a clip of `num_samples` samples: those whose window ends on real audio.
+  std::int64_t valid_frames(std::int64_t num_samples) const;
   // The common padded length of clips processed together: the longest truncated clip rounded up
   // to pad_to_multiple_of.
   std::int64_t padded_length(std::span<const std::int64_t> num_samples) const;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/cpu/cpu_features.h"
+#include "model/gemma4_audio_tower.h"
 #include "model/gemma4_forward.h"
 #include "model/gemma4_unified_embedder.h"
 #include "model/weight_layout.h"
@@ -82,6 +83,9 @@ struct Gemma4Model::Scratch {
   detail::Gemma4Workspace ws;
   std::unique_ptr<Gemma4VisionEncoder> vision;     // with a vision tower
   std::unique_ptr<Gemma4UnifiedEmbedder> unified;  // the unified family's embedders
+  std::unique_ptr<Gemma4AudioTower> audio;         // with an audio tower
+  // HF's default feature extractor (Gemma 4's processors all use it) for encode_audio.
+  std::unique_ptr<Gemma4AudioFeatureExtractor> audio_features;
 };
 
 Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
@@ -104,6 +108,12 @@ Gemma4Model::Gemma4Model(ModelWeights weights, std::shared_ptr<ThreadPool> pool,
   if (weights_.config.vision && rank == 0) {  // the other ranks get its rows in the plan
     scratch_->vision =
         std::make_unique<Gemma4VisionEncoder>(weights_, pool_.get(), options_.matmul_precision);
+  }
+  if (weights_.config.audio && weights_.audio && rank == 0) {
+    scratch_->audio =
+        std::make_unique<Gemma4AudioTower>(weights_, pool_.get(), options_.matmul_precision);
+    scratch_->audio_features =
+        std::make_unique<Gemma4AudioFeatureExtractor>(Gemma4AudioFeatureOptions{});
   }
   if (weights_.config.family == ModelFamily::kGemma4Unified && rank == 0) {
     scratch_->unified =
@@ -170,18 +180,43 @@ void Gemma4Model::finish_image_encode(VisionEncodeJob& job, std::vector<float>* 
 }
 
 bool Gemma4Model::accepts_audio() const {
-  return weights_.config.family == ModelFamily::kGemma4Unified &&
-         weights_.config.unified_audio.has_value();
+  if (weights_.config.family == ModelFamily::kGemma4Unified) {
+    return weights_.config.unified_audio.has_value();
+  }
+  return scratch_->audio != nullptr;
 }
 
 int64_t Gemma4Model::audio_soft_tokens(int64_t samples) const {
   if (!accepts_audio()) throw InputError(kNoAudioInput);
-  return unified_audio_soft_tokens(*weights_.config.unified_audio, samples);
+  if (!scratch_->audio) return unified_audio_soft_tokens(*weights_.config.unified_audio, samples);
+  const Gemma4AudioFeatureExtractor& fx = *scratch_->audio_features;
+  const int64_t frames = fx.valid_frames(samples);
+  if (frames <= 0) {
+    const Gemma4AudioFeatureOptions& o = fx.options();
+    throw InputError("an audio clip of " + std::to_string(samples) +
+                     " samples is too short: it gives no feature frame (at least " +
+                     std::to_string(o.frame_length - o.frame_length / 2 + 1) +
+                     " samples at 16 kHz are needed)");
+  }
+  return gemma4_audio_soft_tokens(static_cast<int>(frames));
 }
 
 void Gemma4Model::encode_audio(std::span<const float> samples, std::vector<float>* out) {
-  if (!accepts_audio() || !scratch_->unified) throw InputError(kNoAudioInput);
+  if (!accepts_audio()) throw InputError(kNoAudioInput);
+  if (scratch_->audio) {
+    audio_soft_tokens(static_cast<int64_t>(samples.size()));  // the refusal of short clips
+    encode_audio_features(scratch_->audio_features->extract(samples), out);
+    return;
+  }
+  if (!scratch_->unified) throw InputError(kNoAudioInput);
   scratch_->unified->encode_audio(samples, out);
+}
+
+void Gemma4Model::encode_audio_features(const AudioFeatures& features, std::vector<float>* out) {
+  if (!scratch_->audio) {
+    throw InputError("This model does not take audio features: it has no audio tower.");
+  }
+  scratch_->audio->encode(features, out);
 }
 
 }  // namespace gemmaserve

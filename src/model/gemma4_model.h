@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "model/gemma4_audio_features.h"
 #include "model/gemma4_vision.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -136,12 +137,18 @@ class Gemma4Model {
   int64_t advance_image_encode(VisionEncodeJob& job, int64_t budget);
   void finish_image_encode(VisionEncodeJob& job, std::vector<float>* out);
 
-  // Audio input (the unified family's embedder: raw 16 kHz samples, one soft token per
-  // audio_embed_dim samples). audio_soft_tokens and encode_audio throw InputError when the model
-  // takes no audio; encode_audio writes audio_soft_tokens(samples.size()) rows of hidden_size.
+  // Audio input: the unified family's embedder (raw 16 kHz samples, one soft token per
+  // audio_embed_dim samples) or the audio tower (16 kHz samples -> log-mel features with HF's
+  // default Gemma4AudioFeatureExtractor -> tower -> embed_audio). audio_soft_tokens and
+  // encode_audio throw InputError when the model takes no audio; encode_audio writes
+  // audio_soft_tokens(samples.size()) rows of hidden_size.
   bool accepts_audio() const;
   int64_t audio_soft_tokens(int64_t samples) const;
   void encode_audio(std::span<const float> samples, std::vector<float>* out);
+  // The audio tower's soft tokens of one clip's log-mel features (as the extractor gives them,
+  // padded or not): gemma4_audio_soft_tokens(features.num_frames) rows of hidden_size into `out`.
+  // InputError when the model has no audio tower or the features are malformed.
+  void encode_audio_features(const AudioFeatures& features, std::vector<float>* out);
 
   // What this rank's collectives sent so far (zeros without tensor parallelism).
   CommunicatorStats communication_stats() const;

@@ -81,6 +81,55 @@ VisionWeights bind_vision(TensorBinder& tower, TensorBinder& embed, const Vision
   return w;
 }
 
+// The audio tower (model.audio_tower.*) and its projection (model.embed_audio.*).
+AudioTowerWeights bind_audio(TensorBinder& tower, TensorBinder& embed, const AudioConfig& a,
+                             int64_t text_hidden) {
+  AudioTowerWeights w;
+  const int64_t H = a.hidden_size, c0 = a.subsampling_conv_channels[0];
+  const int64_t c1 = a.subsampling_conv_channels[1], hd = a.head_dim();
+  const bool clip = a.use_clipped_linears;
+  const std::string sub = "subsample_conv_projection.";
+  w.conv0 = tower.float_tensor(sub + "layer0.conv.weight", {c0, 1, 3, 3});
+  w.conv0_norm = tower.vector(sub + "layer0.norm.weight", c0);
+  w.conv1 = tower.float_tensor(sub + "layer1.conv.weight", {c1, c0, 3, 3});
+  w.conv1_norm = tower.vector(sub + "layer1.norm.weight", c1);
+  // HF sizes it from the first channel count: right when that is the mel bin count (128).
+  w.input_proj_linear = tower.matrix(sub + "input_proj_linear.weight", {H, (c0 / 4) * c1});
+  w.layers.resize(static_cast<size_t>(a.num_hidden_layers));
+  for (int i = 0; i < a.num_hidden_layers; ++i) {
+    AudioLayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (auto [name, f] : {std::pair{"feed_forward1.", &l.feed_forward1},
+                           std::pair{"feed_forward2.", &l.feed_forward2}}) {
+      const std::string q = p + name;
+      f->pre_layer_norm = tower.vector(q + "pre_layer_norm.weight", H);
+      f->post_layer_norm = tower.vector(q + "post_layer_norm.weight", H);
+      f->ffw_layer_1 = clipped_linear(tower, q + "ffw_layer_1", clip, {4 * H, H});
+      f->ffw_layer_2 = clipped_linear(tower, q + "ffw_layer_2", clip, {H, 4 * H});
+    }
+    l.q_proj = clipped_linear(tower, p + "self_attn.q_proj", clip, {H, H});
+    l.k_proj = clipped_linear(tower, p + "self_attn.k_proj", clip, {H, H});
+    l.v_proj = clipped_linear(tower, p + "self_attn.v_proj", clip, {H, H});
+    l.post = clipped_linear(tower, p + "self_attn.post", clip, {H, H});
+    l.relative_k_proj = tower.matrix(p + "self_attn.relative_k_proj.weight", {H, H});
+    l.per_dim_scale = tower.vector(p + "self_attn.per_dim_scale", hd);
+    l.norm_pre_attn = tower.vector(p + "norm_pre_attn.weight", H);
+    l.norm_post_attn = tower.vector(p + "norm_post_attn.weight", H);
+    l.norm_out = tower.vector(p + "norm_out.weight", H);
+    l.lconv_pre_layer_norm = tower.vector(p + "lconv1d.pre_layer_norm.weight", H);
+    l.lconv_conv_norm = tower.vector(p + "lconv1d.conv_norm.weight", H);
+    l.lconv_linear_start = clipped_linear(tower, p + "lconv1d.linear_start", clip, {2 * H, H});
+    l.lconv_linear_end = clipped_linear(tower, p + "lconv1d.linear_end", clip, {H, H});
+    l.lconv_depthwise =
+        tower.float_tensor(p + "lconv1d.depthwise_conv1d.weight", {H, 1, a.conv_kernel_size});
+  }
+  w.output_proj = tower.matrix("output_proj.weight", {a.output_proj_dims, H});
+  w.output_proj_bias = tower.vector("output_proj.bias", a.output_proj_dims);
+  w.embedding_projection =
+      embed.matrix("embedding_projection.weight", {text_hidden, a.output_proj_dims});
+  return w;
+}
+
 // Gemma 4 12B's embedders: model.vision_embedder.*, model.embed_vision.embedding_projection and
 // model.embed_audio.embedding_projection (HF's Gemma4UnifiedModel names).
 UnifiedEmbedderWeights bind_unified(TensorBinder& vision, TensorBinder& embed_vision,
@@ -391,21 +440,27 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
   if (w.config.family == ModelFamily::kGemma4Unified && runs_vision) {
     w.unified = bind_unified(unified_vision, embed, embed_audio, w.config, H);
   }
+  TensorBinder audio_tower(*ckpt, "model.audio_tower.", &w.owned_buffers, stored_names);
+  audio_tower.convert_storage_types(options.pool, &conversions);
+  // Rank 0 alone runs the audio tower, as the vision tower.
+  if (w.config.audio && runs_vision) {
+    w.audio = bind_audio(audio_tower, embed_audio, *w.config.audio, H);
+  }
 
-  // Report what was not used: the audio tower (a separate feature) and anything else.
+  // Report what was not used.
   size_t vision = 0, audio = 0;
   std::vector<std::string> unknown;
   for (const auto& [name, v] : ckpt->tensors()) {
     if (b.used().count(name) || tower.used().count(name) || embed.used().count(name) ||
         unified_vision.used().count(name) || embed_audio.used().count(name) ||
-        name == "lm_head.weight") {
+        audio_tower.used().count(name) || name == "lm_head.weight") {
       continue;
     }
     if (starts_with(name, "model.vision_tower.") || starts_with(name, "model.embed_vision.") ||
         starts_with(name, "model.vision_embedder.")) {
       if (runs_vision) ++vision;
     } else if (starts_with(name, "model.audio_tower.") || starts_with(name, "model.embed_audio.")) {
-      ++audio;
+      if (runs_vision) ++audio;
     } else {
       unknown.push_back(name);
     }
@@ -416,8 +471,9 @@ ModelWeights load_model_weights(const std::filesystem::path& dir, const LoadProg
                                        : " (config has no vision_config)");
   }
   if (audio) {
-    GS_LOG_INFO << "skipping " << audio
-                << " audio-tower tensors: audio input is not supported yet (text only)";
+    GS_LOG_WARNING << "ignoring " << audio << " audio-tower tensors"
+                   << (w.config.audio || w.config.unified_audio ? " the tower does not use"
+                                                                : " (config has no audio_config)");
   }
   if (!unknown.empty()) {
     GS_LOG_WARNING << "ignoring " << unknown.size() << " unexpected tensors, e.g. '"

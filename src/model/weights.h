@@ -82,6 +82,34 @@ struct VisionWeights {
   std::vector<WeightMatrix*> linear_matrices();
 };
 
+// One conformer block of the audio tower (HF's Gemma4AudioLayer); norms are f32 weights.
+struct AudioFeedForwardWeights {
+  std::vector<float> pre_layer_norm, post_layer_norm;
+  ClippedLinear ffw_layer_1, ffw_layer_2;  // [4H, H], [H, 4H]
+};
+struct AudioLayerWeights {
+  AudioFeedForwardWeights feed_forward1, feed_forward2;
+  ClippedLinear q_proj, k_proj, v_proj, post;
+  WeightMatrix relative_k_proj;      // [H, H] (plain linear)
+  std::vector<float> per_dim_scale;  // [head_dim]
+  std::vector<float> norm_pre_attn, norm_post_attn, norm_out;
+  std::vector<float> lconv_pre_layer_norm, lconv_conv_norm;
+  ClippedLinear lconv_linear_start, lconv_linear_end;  // [2H, H], [H, H]
+  std::vector<float> lconv_depthwise;                  // [H, kernel]
+};
+
+// The audio tower (model.audio_tower.*) and embed_audio (empty when config.audio is unset).
+struct AudioTowerWeights {
+  std::vector<float> conv0, conv1;            // [C0, 1, 3, 3], [C1, C0, 3, 3]
+  std::vector<float> conv0_norm, conv1_norm;  // LayerNorm weights [C0], [C1]
+  WeightMatrix input_proj_linear;             // [H, (C0 / 4) * C1]
+  std::vector<AudioLayerWeights> layers;
+  WeightMatrix output_proj;             // [output_proj_dims, H]
+  std::vector<float> output_proj_bias;  // [output_proj_dims]
+  WeightMatrix embedding_projection;    // [text hidden, output_proj_dims] (embed_audio)
+  explicit operator bool() const { return !layers.empty(); }
+};
+
 // Gemma 4 12B's encoder-free embedders (family kGemma4Unified; empty otherwise). Image:
 // LayerNorm -> Dense -> LayerNorm -> + position rows -> LayerNorm -> RMSNorm -> Linear; audio:
 // RMSNorm -> Linear.
@@ -107,6 +135,7 @@ struct ModelWeights {
   std::vector<float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
   VisionWeights vision;
+  AudioTowerWeights audio;
   UnifiedEmbedderWeights unified;
   // Which slice of the model these weights are (tensor parallelism; size 1 = all of it).
   TensorParallelShard tensor_parallel;
@@ -140,7 +169,8 @@ std::optional<std::filesystem::path> gguf_model_file(const std::filesystem::path
 // Loads config.json and the safetensors of a folder and binds every tensor the text decoder
 // needs, checking names and shapes (InputError naming file and tensor: "missing tensor",
 // "shape [a, b] expected, found [c, d]", unsupported dtype), and the vision tower's when the
-// config has one. Audio tensors and unused k/v tensors of KV-shared layers are skipped (logged).
+// config has one, and the audio tower's likewise. Unused k/v tensors of KV-shared layers are
+// skipped (logged).
 ModelWeights load_model_weights(const std::filesystem::path& dir,
                                 const LoadProgress& progress = nullptr);
 

@@ -4,6 +4,8 @@
 // limits and refusals.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "engine_test_support.h"
 #include "gemma4_golden_checks.h"
@@ -21,14 +23,19 @@ using testing::input_error_of;
 
 constexpr int32_t kImage = 507, kAudio = 511, kBoa = 509;
 
-const nlohmann::json& reference() {
-  static const nlohmann::json ref =
-      golden::read_json(golden::golden_dir() / "ref" / "unified.json");
-  return ref;
+// The reference of a fixture model ("unified", or "audio": the E2B-style audio tower).
+const nlohmann::json& reference(const std::string& model = "unified") {
+  static std::map<std::string, nlohmann::json> refs;
+  auto it = refs.find(model);
+  if (it == refs.end()) {
+    it = refs.emplace(model, golden::read_json(golden::golden_dir() / "ref" / (model + ".json")))
+             .first;
+  }
+  return it->second;
 }
 
-const nlohmann::json& ref_case(const std::string& name) {
-  for (const auto& c : reference().at("cases")) {
+const nlohmann::json& ref_case(const std::string& name, const std::string& model = "unified") {
+  for (const auto& c : reference(model).at("cases")) {
     if (c.at("name") == name) return c;
   }
   throw std::runtime_error("no case " + name);
@@ -50,8 +57,8 @@ PromptImage png_image(const std::string& file) {
 }
 
 // A fixture case as a request: its placeholder prompt, its media files, greedy decoding.
-EngineRequest case_request(const std::string& name) {
-  const nlohmann::json& c = ref_case(name);
+EngineRequest case_request(const std::string& name, const std::string& model = "unified") {
+  const nlohmann::json& c = ref_case(name, model);
   EngineRequest r;
   r.request_id = name;
   r.prompt_token_ids = c.at("prompt_ids_placeholder").get<std::vector<int32_t>>();
@@ -68,8 +75,9 @@ EngineRequest case_request(const std::string& name) {
 }
 
 // Greedy tokens up to the reference's first near-tie (margin < 1e-3).
-void expect_reference_tokens(const RequestOutput& out, const std::string& name) {
-  const golden::RefCase ref = golden::parse_case(ref_case(name));
+void expect_reference_tokens(const RequestOutput& out, const std::string& name,
+                             const std::string& model = "unified") {
+  const golden::RefCase ref = golden::parse_case(ref_case(name, model));
   EXPECT_EQ(out.prompt_token_ids, ref.prompt) << name << ": the engine's expansion";
   const size_t n = std::min(golden::decisive_steps(ref), out.outputs[0].token_ids.size());
   ASSERT_GT(n, 0u) << name;
@@ -104,6 +112,25 @@ TEST(EngineUnified, SmallStepBudget) {
   auto engine = make_engine(args);
   const enginetest::RunResult run = run_together(*engine, {case_request("audio_sweep_f32")});
   expect_reference_tokens(run.outputs[0], "audio_sweep_f32");
+}
+
+// The E2B-style audio tower through the same engine path: log-mel features, the tower in one
+// unit of encoder work, its soft tokens at the placeholders; two clips in one prompt and a
+// clip in a batch with others give the reference's greedy tokens.
+TEST(EngineAudioTower, FixtureCasesGiveTheReferenceTokens) {
+  EngineArgs args = tiny_args("audio");
+  args.kv_cache_dtype = "f32";
+  args.max_num_batched_tokens = 32;
+  auto engine = make_engine(args);
+  ASSERT_TRUE(engine->has_audio());
+  const std::vector<std::string> cases = {"speech_s16", "sweep_f32", "stereo_s16", "two_audio",
+                                          "blip_1234"};
+  std::vector<EngineRequest> requests;
+  for (const std::string& name : cases) requests.push_back(case_request(name, "audio"));
+  const enginetest::RunResult run = run_together(*engine, std::move(requests));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    expect_reference_tokens(run.outputs[i], cases[i], "audio");
+  }
 }
 
 TEST(EngineUnified, AudioLimitsAndErrors) {

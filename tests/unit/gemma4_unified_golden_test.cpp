@@ -19,29 +19,11 @@ namespace gemmaserve::golden {
 namespace {
 
 const std::filesystem::path kModel = golden_dir() / "models" / "unified";
-const std::filesystem::path kRef = golden_dir() / "ref" / "unified.json";
 
-class UnifiedGolden : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ref_ = new nlohmann::json(read_json(kRef));
-    model_ = load_model(kModel, 2).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete ref_;
-  }
-
-  static const nlohmann::json& case_json(const std::string& name) {
-    for (const auto& c : ref_->at("cases")) {
-      if (c.at("name") == name) return c;
-    }
-    throw std::runtime_error("no case " + name);
-  }
-
-  static inline nlohmann::json* ref_ = nullptr;
-  static inline Gemma4Model* model_ = nullptr;
+struct UnifiedFixture {
+  static constexpr const char* kName = "unified";
 };
+class UnifiedGolden : public MediaGoldenSuite<UnifiedFixture> {};
 
 TEST_F(UnifiedGolden, ConfigIsTheUnifiedFamily) {
   const ModelConfig& c = model_->config();

@@ -41,6 +41,32 @@ inline std::vector<float> read_f32(const std::filesystem::path& path) {
   return out;
 }
 
+// A suite's fixture model (models/NAME) and its reference (ref/NAME.json), loaded once;
+// Fixture::kName names them.
+template <typename Fixture>
+class MediaGoldenSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ref_ = new nlohmann::json(
+        read_json(golden_dir() / "ref" / (std::string(Fixture::kName) + ".json")));
+    model_ = load_model(golden_dir() / "models" / Fixture::kName, 2).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete ref_;
+  }
+
+  static const nlohmann::json& case_json(const std::string& name) {
+    for (const auto& c : ref_->at("cases")) {
+      if (c.at("name") == name) return c;
+    }
+    throw std::runtime_error("no case " + name);
+  }
+
+  static inline nlohmann::json* ref_ = nullptr;
+  static inline Gemma4Model* model_ = nullptr;
+};
+
 // A fixture PNG (by file name) through the unified processor; HF's processor given a PIL image
 // drops the alpha (fixture README).
 inline Gemma4ImagePatches unified_patches(const std::string& file,
