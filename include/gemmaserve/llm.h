@@ -59,6 +59,9 @@ struct EngineArgs {
   std::string cpu_matmul_precision = "f32";
   // Images (vLLM's names). Most items per prompt by modality, {"image": N}; no entry = no limit.
   std::map<std::string, int> limit_mm_per_prompt;
+  // Longest audio clip taken, in seconds; longer clips are refused. A clip over 30 s is heard
+  // in 30-second pieces, each its own <|audio>...<audio|> span, in order.
+  double max_audio_seconds = 600;
   // Default processor settings for images, {"max_soft_tokens": 70|140|280|560|1120} (absent:
   // the checkpoint's processor config, else 280); a request's own mm_processor_kwargs win.
   // null = none.

@@ -81,7 +81,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--generation-config").value("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
-  p.value("--structured-outputs-cache-gb");
+  p.value("--structured-outputs-cache-gb").value("--max-audio-seconds");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});
@@ -132,6 +132,9 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
       throw InputError(flag + ": not valid JSON (" + std::string(e.what()) + ")");
     }
     parse_mm_processor_kwargs(a.mm_processor_kwargs, flag);
+  }
+  if (p.has("--max-audio-seconds")) {
+    a.max_audio_seconds = p.get_double("--max-audio-seconds", a.max_audio_seconds);
   }
   a.mm_processor_cache_gb = cache_gib_flag(p, "--mm-processor-cache-gb", a.mm_processor_cache_gb);
   a.structured_outputs_cache_gb =
@@ -184,6 +187,8 @@ const char* engine_flags_usage() {
          "140,\n"
          "                                    280, 560 or 1120; requests may override)\n"
          "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n"
+         "  --max-audio-seconds F             longest audio clip (default 600); clips over 30 s\n"
+         "                                    are heard in 30-second pieces, in order\n"
          "  --structured-outputs-cache-gb F   compiled grammars + token masks cache in GiB,\n"
          "                                    least recently used out (default 1, 0 disables)\n"
 

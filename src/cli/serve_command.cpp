@@ -313,6 +313,16 @@ std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_a
   const int size_mb = p.get_int("--max-request-size-mb", 64);
   if (size_mb <= 0) throw InputError("--max-request-size-mb must be positive");
   opt.max_request_size_bytes = static_cast<size_t>(size_mb) << 20;
+  if (const char* env = std::getenv("VLLM_MAX_AUDIO_CLIP_FILESIZE_MB"); env && *env) {
+    char* end = nullptr;
+    const long mb = std::strtol(env, &end, 10);
+    if (*end != '\0' || mb <= 0) {
+      throw InputError(std::string("VLLM_MAX_AUDIO_CLIP_FILESIZE_MB must be a positive integer, "
+                                   "got '") +
+                       env + "'");
+    }
+    opt.max_audio_file_bytes = static_cast<size_t>(mb) << 20;
+  }
   opt.max_logprobs = p.get_int("--max-logprobs", opt.max_logprobs);
   opt.max_connections = p.get_int("--max-connections", opt.max_connections);
   if (opt.max_connections <= 0) throw InputError("--max-connections must be positive");

@@ -69,6 +69,10 @@ void check_args(const EngineArgs& a) {
   parse_mm_processor_kwargs(a.mm_processor_kwargs, "--mm-processor-kwargs");
   cache_bytes(a.mm_processor_cache_gb, "--mm-processor-cache-gb");
   cache_bytes(a.structured_outputs_cache_gb, "--structured-outputs-cache-gb");
+  if (!(a.max_audio_seconds > 0) || !std::isfinite(a.max_audio_seconds)) {
+    throw InputError("--max-audio-seconds must be a positive number of seconds, got " +
+                     std::to_string(a.max_audio_seconds));
+  }
   for (const auto& [modality, limit] : a.limit_mm_per_prompt) {
     if (limit < 0) {
       throw InputError("--limit-mm-per-prompt: the limit of '" + modality + "' must be >= 0, got " +

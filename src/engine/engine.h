@@ -47,6 +47,7 @@
 #include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
+#include "io/audio/audio_split.h"
 #include "model/config.h"
 #include "model/gemma4_image_processor.h"
 
@@ -179,12 +180,18 @@ class Engine {
   // for the next clip, N = audio_soft_tokens(); the image rule as above. `placeholders` are
   // the images' then the clips' runs, each in prompt order. InputError as above, and "This
   // model does not accept audio input: MODEL has no audio embedder." (clips given to a model
-  // without one), "At most N audio(s) ..." (over --limit-mm-per-prompt), an empty clip.
+  // without one), "At most N audio(s) ..." (over --limit-mm-per-prompt), an empty clip, a clip
+  // over --max-audio-seconds. A clip longer than the model hears at once (30 s) is heard in
+  // pieces (audio_pieces), each its own span: its <|audio|> stands for all of them.
   ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
                                            std::span<const PromptImage> images,
                                            std::span<const PromptAudio> audios) const;
   // Soft tokens of a clip of `samples` 16 kHz samples (ceil(samples / audio_embed_dim)).
   int audio_soft_tokens(size_t samples) const;
+  // The pieces a clip is heard in: one up to 30 s, else io/audio's split_audio cuts. InputError
+  // for a clip over --max-audio-seconds ("an audio clip of 700.0 s is longer than
+  // --max-audio-seconds (600 s)").
+  std::vector<audio::SampleRange> audio_pieces(std::span<const float> samples) const;
   bool has_audio() const;
   // Soft tokens `image` becomes at its budget (its max_soft_tokens, else the engine's).
   int image_soft_tokens(const PromptImage& image) const;

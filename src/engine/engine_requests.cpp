@@ -2,6 +2,7 @@
 // setup, admission to the scheduler (all or none), aborts, and the stats snapshot.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "core/error.h"
@@ -122,6 +123,39 @@ int Engine::audio_soft_tokens(size_t samples) const {
   return static_cast<int>(n);
 }
 
+std::vector<audio::SampleRange> Engine::audio_pieces(std::span<const float> samples) const {
+  constexpr double kRate = 16000;
+  const double seconds = static_cast<double>(samples.size()) / kRate;
+  if (seconds > args_.max_audio_seconds) {
+    char text[96];
+    std::snprintf(text, sizeof text,
+                  "an audio clip of %.1f s is longer than --max-audio-seconds (%g s)", seconds,
+                  args_.max_audio_seconds);
+    throw InputError(text);
+  }
+  return audio::split_audio(samples);
+}
+
+namespace {
+
+// `ids` with the i-th <|audio|> repeated pieces[i] times (one per piece of a long clip); unchanged
+// when the count of <|audio|> differs from the clips (the expansion then says so).
+std::vector<int32_t> repeat_audio_placeholders(std::span<const int32_t> ids, int32_t placeholder,
+                                               std::span<const size_t> pieces) {
+  const auto bare = static_cast<size_t>(std::count(ids.begin(), ids.end(), placeholder));
+  std::vector<int32_t> out(ids.begin(), ids.end());
+  if (bare != pieces.size()) return out;
+  out.clear();
+  size_t clip = 0;
+  for (const int32_t id : ids) {
+    const size_t copies = id == placeholder ? pieces[clip++] : 1;
+    out.insert(out.end(), copies, id);
+  }
+  return out;
+}
+
+}  // namespace
+
 ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
                                                  std::span<const PromptImage> images,
                                                  std::span<const PromptAudio> audios) const {
@@ -132,14 +166,28 @@ ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
   }
   check_audio_limit(args_.limit_mm_per_prompt, audios.size());
   std::vector<int> soft_tokens;
-  for (const PromptAudio& a : audios) soft_tokens.push_back(audio_soft_tokens(a.samples.size()));
+  std::vector<size_t> pieces_per_clip;
+  for (const PromptAudio& a : audios) {
+    if (a.samples.empty()) audio_soft_tokens(0);  // the refusal of an empty clip
+    const std::vector<audio::SampleRange> pieces = audio_pieces(a.samples);
+    pieces_per_clip.push_back(pieces.size());
+    for (const audio::SampleRange& p : pieces) soft_tokens.push_back(audio_soft_tokens(p.size()));
+  }
+  const std::vector<int32_t> repeated =
+      repeat_audio_placeholders(ids, *config.audio_token_id, pieces_per_clip);
   const MediaTokens tokens{*config.audio_token_id,
                            config.boa_token_id.value_or(-1),
                            config.eoa_token_id.value_or(-1),
                            "<|audio|>",
                            "<|audio>",
                            "audio clip"};
-  const ExpandedPrompt with_audio = gemmaserve::expand_media_placeholders(ids, soft_tokens, tokens);
+  // A mismatch is reported in the clips the caller gave, not in their pieces.
+  if (repeated.size() == ids.size() && soft_tokens.size() != audios.size()) {
+    std::vector<int> per_clip(audios.size(), 0);
+    gemmaserve::expand_media_placeholders(ids, per_clip, tokens);  // throws the mismatch
+  }
+  const ExpandedPrompt with_audio =
+      gemmaserve::expand_media_placeholders(repeated, soft_tokens, tokens);
   // Images expand after the clips; the clips' runs are found again in the final ids.
   ExpandedPrompt out = expand_image_placeholders(with_audio.token_ids, images);
   for (const ImagePlaceholder& run : placeholder_runs(out.token_ids, *config.audio_token_id)) {
@@ -155,6 +203,20 @@ std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const
   r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
   ExpandedPrompt expanded = expand_media_placeholders(r.prompt_token_ids, r.images, r.audios);
   r.prompt_token_ids = std::move(expanded.token_ids);
+  // A long clip is heard in pieces, one media item (and span) each.
+  std::vector<PromptAudio> pieces;
+  for (PromptAudio& clip : r.audios) {
+    const std::vector<audio::SampleRange> ranges = audio_pieces(clip.samples);
+    if (ranges.size() == 1) {
+      pieces.push_back(std::move(clip));
+      continue;
+    }
+    for (const audio::SampleRange& p : ranges) {
+      pieces.push_back(PromptAudio{
+          std::vector<float>(clip.samples.begin() + p.begin, clip.samples.begin() + p.end)});
+    }
+  }
+  r.audios = std::move(pieces);
   std::vector<RequestMedia> media(r.images.size() + r.audios.size());
   for (size_t i = 0; i < r.images.size(); ++i) {
     RequestMedia& image = media[i];

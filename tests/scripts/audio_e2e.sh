@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End to end, audio (issue 38): `gemmaserve serve` on the tiny unified preset (the 12B's
+# End to end, audio (issues 37, 38): `gemmaserve serve` on the tiny unified preset (the 12B's
 # encoder-free audio and image embedders) with the real vocabulary and chat template, driven by
-# the official openai npm SDK (tests/node/audio_openai.mjs) with the fixture WAV files.
+# the official openai npm SDK: audio in chat (tests/node/audio_openai.mjs, the fixture WAV
+# files) and speech-to-text (tests/node/speech_openai.mjs).
 # Usage: audio_e2e.sh BINARY REPO_ROOT
 set -euo pipefail
 
@@ -22,7 +23,10 @@ trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
 MODEL="$TMP/model"
 make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL" tiny-unified
 
-start_tiny_server "$MODEL" --served-model-name gemma4 --limit-mm-per-prompt '{"audio": 2}'
+# Speech-to-text's limits are set low so the tests' files cross them: 190 s, 7 MiB.
+VLLM_MAX_AUDIO_CLIP_FILESIZE_MB=7 start_tiny_server "$MODEL" --served-model-name gemma4 \
+  --limit-mm-per-prompt '{"audio": 2}' --max-audio-seconds 190
 node "$NODE_DIR/audio_openai.mjs" "$BASE_URL" "$ROOT/tests/data/audio" \
   "$ROOT/tests/data/golden/media"
+node "$NODE_DIR/speech_openai.mjs" "$BASE_URL" "$ROOT/tests/data/audio"
 echo "PASS: audio end to end"

@@ -415,10 +415,15 @@ TEST(AudioDecodeTest, BadInputGivesTheExactError) {
               ::testing::MatchesRegex("truncated or corrupt FLAC PCM_16 audio: the header promises "
                                       "27200 frames but only [0-9]+ could be decoded"));
 
-  EXPECT_EQ(decode_error(speech, {.max_bytes = 1000, .max_seconds = 60}),
+  EXPECT_EQ(decode_error(speech, {.max_bytes = 1000, .max_seconds = 60, .max_seconds_source = ""}),
             "audio is 54444 bytes, over the limit of 1000 bytes");
-  EXPECT_EQ(decode_error(speech, {.max_bytes = 1 << 20, .max_seconds = 1.5}),
-            "audio is 1.7 s long; the limit is 1.5 s");
+  EXPECT_EQ(
+      decode_error(speech, {.max_bytes = 1 << 20, .max_seconds = 1.5, .max_seconds_source = ""}),
+      "audio is 1.7 s long; the limit is 1.5 s");
+  EXPECT_EQ(decode_error(speech, {.max_bytes = 1 << 20,
+                                  .max_seconds = 1.5,
+                                  .max_seconds_source = "--max-audio-seconds"}),
+            "audio is 1.7 s long; the limit is 1.5 s (--max-audio-seconds)");
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 // limits and refusals.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "core/error.h"
 #include "engine_test_support.h"
 #include "gemma4_golden_checks.h"
 #include "io/audio/audio_decode.h"
+#include "io/audio/audio_split.h"
 #include "io/image/image_decode.h"
 #include "unified_golden_inputs.h"
 
@@ -131,6 +133,63 @@ TEST(EngineAudioTower, FixtureCasesGiveTheReferenceTokens) {
   for (size_t i = 0; i < cases.size(); ++i) {
     expect_reference_tokens(run.outputs[i], cases[i], "audio");
   }
+}
+
+// A clip over 30 s is heard in pieces (io/audio's split_audio), each its own <|audio>...<audio|>
+// span: the long clip and its pieces given as separate clips are the same request. Over
+// --max-audio-seconds a clip is refused; a placeholder mismatch is told in the clips given.
+TEST(EngineAudioTower, LongClipIsHeardInPieces) {
+  EngineArgs args = tiny_args("audio");  // 25 soft tokens a second, as E2B
+  args.kv_cache_dtype = "f32";
+  args.max_model_len = 2048;
+  args.max_audio_seconds = 60;
+  auto engine = make_engine(args);
+  auto tone = [](size_t n) {
+    std::vector<float> s(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double t = static_cast<double>(i) / 16000;
+      s[i] = static_cast<float>(0.3 * std::sin(1382.3 * t) * (0.5 + 0.5 * std::sin(1.885 * t)));
+    }
+    return s;
+  };
+  const std::vector<float> samples = tone(50 * 16000);
+  const std::vector<audio::SampleRange> pieces = audio::split_audio(samples);
+  ASSERT_EQ(pieces.size(), 2u);
+  EngineRequest whole;
+  whole.request_id = "whole";
+  whole.prompt_token_ids = {2, 10, kAudio, 11};
+  whole.audios.push_back(PromptAudio{samples});
+  whole.params.temperature = 0;
+  whole.params.ignore_eos = true;
+  whole.params.max_tokens = 4;
+  EngineRequest split = whole;
+  split.request_id = "split";
+  split.prompt_token_ids = {2, 10, kAudio, kAudio, 11};
+  split.audios.clear();
+  for (const audio::SampleRange& p : pieces) {
+    split.audios.push_back(
+        PromptAudio{std::vector<float>(samples.begin() + p.begin, samples.begin() + p.end)});
+  }
+  const ExpandedPrompt e =
+      engine->expand_media_placeholders(whole.prompt_token_ids, {}, whole.audios);
+  ASSERT_EQ(e.placeholders.size(), 2u);
+  EXPECT_EQ(e.placeholders[0].length, engine->audio_soft_tokens(pieces[0].size()));
+  EXPECT_EQ(e.placeholders[1].length, engine->audio_soft_tokens(pieces[1].size()));
+  const enginetest::RunResult run = enginetest::run_alone(*engine, {whole, split});
+  EXPECT_EQ(run.outputs[0].prompt_token_ids, run.outputs[1].prompt_token_ids);
+  EXPECT_EQ(run.outputs[0].prompt_token_ids, e.token_ids);
+  EXPECT_EQ(run.outputs[0].outputs[0].token_ids, run.outputs[1].outputs[0].token_ids);
+
+  EngineRequest too_long = whole;
+  too_long.audios[0].samples = tone(61 * 16000);
+  EXPECT_EQ(input_error_of([&] { engine->add_request(too_long, nullptr); }),
+            "an audio clip of 61.0 s is longer than --max-audio-seconds (60 s)");
+  EngineRequest mismatch = whole;
+  mismatch.prompt_token_ids.push_back(kAudio);
+  EXPECT_EQ(input_error_of([&] { engine->add_request(mismatch, nullptr); }),
+            "Found 2 <|audio|> tokens in the prompt but 1 audio clip was given; the prompt needs "
+            "one <|audio|> per audio clip, in order");
+  EXPECT_EQ(engine->stats().num_waiting, 0);
 }
 
 TEST(EngineUnified, AudioLimitsAndErrors) {

@@ -108,10 +108,12 @@ std::string seconds_text(double seconds, const char* style) {
   return text;
 }
 
-[[noreturn]] void throw_too_long(double seconds, double limit, bool at_least) {
-  throw InputError("audio is " + std::string(at_least ? "over " : "") +
-                   seconds_text(seconds, "%.1f") + " s long; the limit is " +
-                   seconds_text(limit, "%g") + " s");
+[[noreturn]] void throw_too_long(double seconds, const AudioDecodeLimits& limits, bool at_least) {
+  const std::string& source = limits.max_seconds_source;
+  throw AudioTooLongError("audio is " + std::string(at_least ? "over " : "") +
+                          seconds_text(seconds, "%.1f") + " s long; the limit is " +
+                          seconds_text(limits.max_seconds, "%g") + " s" +
+                          (source.empty() ? "" : " (" + source + ")"));
 }
 
 // The frames the header promises. libsndfile cuts a WAV's count to the bytes present (only its log
@@ -184,7 +186,7 @@ DecodedAudio decode_audio(std::span<const std::uint8_t> bytes, const AudioDecode
   // libsndfile says SF_COUNT_MAX when the length is unknown (a stream): the limit applies as read.
   const bool known_length = info.frames >= 0 && info.frames != SF_COUNT_MAX;
   if (known_length && double(info.frames) > max_frames) {
-    throw_too_long(double(info.frames) / info.samplerate, limits.max_seconds, false);
+    throw_too_long(double(info.frames) / info.samplerate, limits, false);
   }
 
   // soundfile's read(dtype="float32"): integers scaled by 1 / 2^(bits-1) (PCM16: v / 32768),
@@ -200,7 +202,7 @@ DecodedAudio decode_audio(std::span<const std::uint8_t> bytes, const AudioDecode
     if (got <= 0) break;
     total += got;
     if (double(total) > max_frames) {
-      throw_too_long(double(total) / info.samplerate, limits.max_seconds, true);
+      throw_too_long(double(total) / info.samplerate, limits, true);
     }
     append_mono(std::span<const float>(block.data(), static_cast<std::size_t>(got) * info.channels),
                 info.channels, audio.samples);

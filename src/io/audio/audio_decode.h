@@ -11,13 +11,23 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
+
 namespace gemmaserve::audio {
+
+// A clip longer than AudioDecodeLimits::max_seconds (an InputError like the others).
+class AudioTooLongError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 struct AudioDecodeLimits {
   // OpenAI's limit for an uploaded audio file (its transcription endpoint).
   std::size_t max_bytes = 25u << 20;
   // Checked against the header's frame count, before any sample buffer is allocated.
   double max_seconds = 30 * 60;
+  // What sets max_seconds, named in the refusal ("--max-audio-seconds"); empty: nothing named.
+  std::string max_seconds_source;
 };
 
 struct DecodedAudio {

@@ -80,6 +80,11 @@ void guarded(httplib::Response& res, const std::function<void()>& route) {
 }
 
 void send_serving_response(httplib::Response& res, ServingResponse response) {
+  if (!response.stream && !response.content_type.empty()) {
+    res.status = response.status;
+    res.set_content(response.text, response.content_type.c_str());
+    return;
+  }
   if (!response.stream) {
     send_json(res, response.status, response.body);
     return;

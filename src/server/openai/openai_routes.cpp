@@ -6,9 +6,50 @@
 #include "server/openai/serving_chat.h"
 #include "server/openai/serving_completions.h"
 #include "server/openai/serving_tokenization.h"
+#include "server/openai/serving_transcription.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
+namespace {
+
+// The multipart form of a speech-to-text request (a urlencoded body gives fields only); a field
+// sent twice becomes an array, as timestamp_granularities[] is.
+SpeechForm speech_form(const httplib::Request& req) {
+  SpeechForm form;
+  auto add = [&form](const std::string& name, const std::string& value) {
+    nlohmann::ordered_json& fields = form.fields;
+    if (!fields.contains(name)) {
+      fields[name] = value;
+    } else {
+      if (!fields[name].is_array()) fields[name] = nlohmann::ordered_json::array({fields[name]});
+      fields[name].push_back(value);
+    }
+  };
+  for (const auto& [name, part] : req.files) {
+    const bool upload = !part.filename.empty() || !part.content_type.empty();
+    if (name == "file") {
+      form.file_is_text = form.file_is_text || !upload;
+      if (upload) {
+        form.file = part.content;
+        form.filename = part.filename;
+      }
+      continue;
+    }
+    add(name, part.content);
+  }
+  if (!req.is_multipart_form_data()) {
+    for (const auto& [name, value] : req.params) {
+      if (name == "file") {
+        form.file_is_text = true;
+      } else {
+        add(name, value);
+      }
+    }
+  }
+  return form;
+}
+
+}  // namespace
 
 void register_openai_routes(httplib::Server& s, ServingContext& ctx) {
   s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
@@ -48,6 +89,18 @@ void register_openai_routes(httplib::Server& s, ServingContext& ctx) {
   s.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { send_serving_response(res, serve_chat(ctx, parse_generation_body(req))); });
   });
+  s.Post("/v1/audio/transcriptions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      send_serving_response(res,
+                            serve_speech_to_text(ctx, speech_form(req), SpeechTask::kTranscribe));
+    });
+  });
+  s.Post("/v1/audio/translations", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      send_serving_response(res,
+                            serve_speech_to_text(ctx, speech_form(req), SpeechTask::kTranslate));
+    });
+  });
   s.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { send_json(res, 200, serve_tokenize(ctx, parse_body(req))); });
   });
@@ -74,7 +127,9 @@ void register_openai_routes(httplib::Server& s, ServingContext& ctx) {
     });
     answer_other_methods(s, {"/tokenizer_info"}, /*posted=*/false);
   }
-  answer_other_methods(s, {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"},
+  answer_other_methods(s,
+                       {"/v1/completions", "/v1/chat/completions", "/v1/audio/transcriptions",
+                        "/v1/audio/translations", "/tokenize", "/detokenize"},
                        /*posted=*/true);
   answer_other_methods(s, {"/v1/models"}, /*posted=*/false);
 }

@@ -67,6 +67,8 @@ std::vector<PromptAudio> load_prompt_audios(const ServingContext& ctx,
     check_audio_limit(ctx.engine.args().limit_mm_per_prompt, urls.size());
     audio::AudioDecodeLimits limits;
     limits.max_bytes = ctx.media.options().max_bytes;
+    limits.max_seconds = ctx.engine.args().max_audio_seconds;
+    limits.max_seconds_source = "--max-audio-seconds";
     for (const std::string& url : urls) {
       const std::vector<std::uint8_t> bytes = ctx.media.fetch(url, media::MediaKind::kAudio);
       clips.push_back(PromptAudio{audio::load_audio(bytes, 16000, limits).samples});

@@ -30,6 +30,8 @@ struct ServerOptions {
   std::string reasoning_parser;  // "" = gemma4 for Gemma 4 checkpoints, else none
   bool disable_log_requests = false;
   size_t max_request_size_bytes = size_t{64} << 20;
+  // Largest audio file the speech-to-text routes take (vLLM's VLLM_MAX_AUDIO_CLIP_FILESIZE_MB).
+  size_t max_audio_file_bytes = size_t{25} << 20;
   int max_waiting_requests = 0;   // 0 = 8 x --max-num-seqs
   int max_logprobs = 20;          // vLLM's --max-logprobs default
   int max_connections = 1024;     // open connections (one thread each); more get 503 and close

@@ -75,6 +75,9 @@ using SseWrite = std::function<bool(const std::string&)>;
 struct ServingResponse {
   int status = 200;
   nlohmann::ordered_json body;
+  // When set (and no stream), the body is `text` of this content type instead of JSON.
+  std::string content_type;
+  std::string text;
   // When set the response is an SSE stream produced by this function.
   std::function<void(const SseWrite&)> stream;
 };
