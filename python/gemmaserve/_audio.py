@@ -22,8 +22,6 @@ def _is_clip(data: Any) -> bool:
 def engine_audios(index: int, data: Any) -> List[EngineClip]:
     """``{"audio": (samples, sample_rate)}`` or a list of such tuples, one per bare
     ``<|audio|>`` of prompt `index`, for the extension. TypeError / ValueError name the clip."""
-    if data is None:
-        return []
     clips = [data] if _is_clip(data) else data
     if not isinstance(clips, (list, tuple)):
         raise TypeError(f"prompt {index}: multi_modal_data['audio'] takes a (samples, "

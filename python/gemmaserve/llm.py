@@ -61,8 +61,6 @@ def _multi_modal_data(index: int, data: Any) -> Dict[str, Any]:
 def _engine_images(index: int, images: Any, do_convert_rgb: bool) -> List[Any]:
     """multi_modal_data's images for the extension: encoded bytes (decoded as the server
     decodes, RGBA on white as vLLM's media loader) or (width, height, RGB) of a PIL image."""
-    if images is None:
-        return []
     if not isinstance(images, (list, tuple)):
         images = [images]
     out: List[Any] = []
@@ -287,9 +285,11 @@ class LLM:
                 raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
                                  f"'prompt_token_ids', got {type(p).__name__}")
             data = _multi_modal_data(i, p.get("multi_modal_data"))
-            images = _engine_images(i, data.get("image"),
-                                    self._engine.image_processor()["do_convert_rgb"])
-            audios = engine_audios(i, data.get("audio"))
+            images: List[Any] = []
+            if "image" in data:
+                rgb = self._engine.image_processor()["do_convert_rgb"]
+                images = _engine_images(i, data["image"], rgb)
+            audios = engine_audios(i, data["audio"]) if "audio" in data else []
             kwargs = p.get("mm_processor_kwargs")
             kwargs_json = json.dumps(kwargs) if kwargs is not None else None
             if "prompt_token_ids" in p:

@@ -192,6 +192,9 @@ def test_audio_errors(unified: LLM) -> None:
         ((b"RIFF", 16000), TypeError,
          "prompt 0: audio clip 0: samples must be a numpy array (float32, float64 or int16) or "
          "a list of floats, got bytes"),
+        (None, TypeError,
+         "prompt 0: multi_modal_data['audio'] takes a (samples, sample_rate) tuple or a list of "
+         "them, got NoneType (pass (samples, 16000) for samples at 16 kHz)"),
         (ok, TypeError,
          "prompt 0: multi_modal_data['audio'] takes a (samples, sample_rate) tuple or a list of "
          "them, got ndarray (pass (samples, 16000) for samples at 16 kHz)"),
