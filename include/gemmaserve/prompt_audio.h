@@ -8,7 +8,9 @@
 namespace gemmaserve {
 
 struct PromptAudio {
-  std::vector<float> samples;  // 16 kHz mono, in [-1, 1] as decoded
+  // The rate the models take (Gemma 4's feature extractor and the unified embedder's frames).
+  static constexpr int kSampleRate = 16000;
+  std::vector<float> samples;  // kSampleRate mono, in [-1, 1] as decoded
 };
 
 }  // namespace gemmaserve

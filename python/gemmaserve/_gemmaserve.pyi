@@ -30,8 +30,10 @@ class Engine:
     def generate(
         self,
         # (text, ids, images: encoded bytes or (width, height, RGB bytes), mm_processor_kwargs
-        # as JSON text)
-        prompts: List[Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str]]],
+        # as JSON text, audio clips: (float32 bytes of (frames, channels) in C order, channels,
+        # sample rate), averaged to mono and resampled to 16 kHz)
+        prompts: List[Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str],
+                            List[Tuple[bytes, int, int]]]],
         params: List[Any],
         max_tokens_to_context: List[bool],
         on_finished: Optional[Callable[[int, int, int, int], None]],
@@ -55,6 +57,10 @@ class Engine:
     def num_steps(self) -> int: ...
     def image_processor(self) -> Dict[str, Any]: ...
 
+def resample_audio(samples: bytes, from_rate: int, to_rate: int) -> bytes:
+    """float32 samples (bytes) at to_rate with the engine's resampler (libsoxr HQ, librosa's
+    soxr_hq length ceil(n * to_rate / from_rate)); equal rates return them unchanged."""
+    ...
 def validate_sampling_params(params: Any) -> None: ...
 def serve(args: List[str]) -> int: ...
 def run_tensor_parallel_follower_and_exit(args: Dict[str, Any]) -> NoReturn: ...

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, TypedDict, Union
+from typing import Any, Dict, List, Tuple, TypedDict, Union
+
+
+# One audio clip, vLLM's form: (samples, sample_rate). samples: a numpy array (float32, float64
+# or int16; 1-D mono or 2-D, channels averaged) or a list of floats; any positive whole rate in
+# Hz, resampled to the model's 16 kHz.
+AudioItem = Tuple[Any, int]
 
 
 class _MultiModal(TypedDict, total=False):
-    # {"image": image or [images]}: PIL images, encoded bytes or paths, one per <|image|>
+    # {"image": image or [images]}: PIL images, encoded bytes or paths, one per <|image|>;
+    # {"audio": AudioItem or [AudioItem]}: one per <|audio|>
     multi_modal_data: Dict[str, Any]
     mm_processor_kwargs: Dict[str, Any]  # {"max_soft_tokens": 70|140|280|560|1120}
 

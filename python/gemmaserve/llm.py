@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from gemmaserve import _gemmaserve
+from gemmaserve._audio import EngineClip, engine_audios
 from gemmaserve._log import logger
 from gemmaserve._progress import ProgressBar
 from gemmaserve.inputs import PromptType
@@ -30,8 +31,10 @@ _IGNORED_DEFAULTS: Dict[str, Any] = {
 }
 
 
-# (text, token ids, images, mm_processor_kwargs as JSON) as the extension takes a prompt.
-_EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str]]
+# (text, token ids, images, mm_processor_kwargs as JSON, audio clips) as the extension takes a
+# prompt.
+_EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str],
+                      List[EngineClip]]
 
 
 def _pil_rgb(image: Any, do_convert_rgb: bool) -> Tuple[int, int, bytes]:
@@ -46,15 +49,18 @@ def _pil_rgb(image: Any, do_convert_rgb: bool) -> Tuple[int, int, bytes]:
     return (image.width, image.height, image.tobytes())
 
 
-def _engine_images(index: int, data: Any, do_convert_rgb: bool) -> List[Any]:
+def _multi_modal_data(index: int, data: Any) -> Dict[str, Any]:
+    if not data:
+        return {}
+    if not isinstance(data, dict) or set(data) - {"image", "audio"}:
+        raise ValueError(f"prompt {index}: multi_modal_data takes {{'image': ..., 'audio': ...}} "
+                         f"only (Gemma 4 images and audio; no video), got {data!r:.80}")
+    return data
+
+
+def _engine_images(index: int, images: Any, do_convert_rgb: bool) -> List[Any]:
     """multi_modal_data's images for the extension: encoded bytes (decoded as the server
     decodes, RGBA on white as vLLM's media loader) or (width, height, RGB) of a PIL image."""
-    if not data:
-        return []
-    if not isinstance(data, dict) or set(data) - {"image"}:
-        raise ValueError(f"prompt {index}: multi_modal_data takes {{'image': ...}} only (Gemma 4 "
-                         f"images; no video or audio), got {data!r:.80}")
-    images = data["image"]
     if not isinstance(images, (list, tuple)):
         images = [images]
     out: List[Any] = []
@@ -241,7 +247,14 @@ class LLM:
                 PNG/JPEG/WebP/GIF bytes or a path), one per bare ``<|image|>`` of the prompt, in
                 order, and ``"mm_processor_kwargs": {"max_soft_tokens": N}``. As in vLLM, a PIL
                 image goes through Hugging Face's ``convert("RGB")`` (alpha dropped); bytes and
-                paths are decoded as the server decodes (RGBA composited on white).
+                paths are decoded as the server decodes (RGBA composited on white). Audio is
+                vLLM's ``"multi_modal_data": {"audio": (samples, sample_rate)}`` (or a list of
+                such tuples), one clip per bare ``<|audio|>``, on a model with an audio
+                embedder: samples a numpy array (float32, float64, or int16 scaled by 1/32768
+                as 16-bit PCM; 1-D mono, or 2-D averaged over its channels, (frames, channels)
+                when it has more rows than columns, else (channels, frames)) or a list of
+                floats, converted to float32; any positive whole sample_rate, resampled to
+                16 kHz by the server's resampler (libsoxr, librosa's soxr_hq).
             sampling_params: One SamplingParams for every prompt or one per prompt; None uses
                 ``get_default_sampling_params()``.
             use_tqdm: Show vLLM's "Processed prompts" bar (or pass a tqdm-like callable).
@@ -251,6 +264,7 @@ class LLM:
 
         Raises:
             ValueError: a bad prompt or parameter (the engine's message, naming the prompt).
+            TypeError: an audio clip of the wrong type or dtype (naming the prompt and clip).
             KeyboardInterrupt: Ctrl+C; the call's requests are aborted first.
         """
         if lora_request is not None:
@@ -264,22 +278,26 @@ class LLM:
         echo: List[Optional[str]] = []
         for i, p in enumerate(items):
             if isinstance(p, str):
-                engine_prompts.append((p, None, [], None))
+                engine_prompts.append((p, None, [], None, []))
                 echo.append(p)
                 continue
             if not isinstance(p, dict):
                 raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
                                  f"'prompt_token_ids', got {type(p).__name__}")
-            images = _engine_images(i, p.get("multi_modal_data"),
-                                    self._engine.image_processor()["do_convert_rgb"])
+            data = _multi_modal_data(i, p.get("multi_modal_data"))
+            images: List[Any] = []
+            if "image" in data:
+                rgb = self._engine.image_processor()["do_convert_rgb"]
+                images = _engine_images(i, data["image"], rgb)
+            audios = engine_audios(i, data["audio"]) if "audio" in data else []
             kwargs = p.get("mm_processor_kwargs")
             kwargs_json = json.dumps(kwargs) if kwargs is not None else None
             if "prompt_token_ids" in p:
                 engine_prompts.append((None, [int(t) for t in p["prompt_token_ids"]], images,
-                                       kwargs_json))
+                                       kwargs_json, audios))
                 echo.append(p.get("prompt"))
             elif "prompt" in p:
-                engine_prompts.append((p["prompt"], None, images, kwargs_json))
+                engine_prompts.append((p["prompt"], None, images, kwargs_json, audios))
                 echo.append(p["prompt"])
             else:
                 raise ValueError(f"prompt {i} has neither 'prompt' nor 'prompt_token_ids'")
@@ -309,6 +327,10 @@ class LLM:
 
         Args:
             messages: One conversation (a list of OpenAI message dicts) or a list of them.
+                Content parts may hold images (``image_url``) and, on a model with an audio
+                embedder, audio: ``{"type": "input_audio", "input_audio": {"data": BASE64,
+                "format": "wav"}}`` or ``{"type": "audio_url", "audio_url": {"url": URL}}``
+                (data: or http(s) URLs), decoded and resampled as the server does.
             sampling_params: One for all conversations or one per conversation.
             chat_template: Template text to use instead of the model's.
             chat_template_content_format: vLLM's: "auto" (detected from the template), "string"
@@ -332,7 +354,8 @@ class LLM:
         if lora_request is not None:
             raise ValueError("LoRA adapters are not supported by gemmaserve")
         if mm_processor_kwargs:
-            logger.info("chat(mm_processor_kwargs=...) is accepted; no multimodal input yet")
+            logger.info("chat(mm_processor_kwargs=...) is accepted and ignored: chat images take "
+                        "the engine's budget, LLM(mm_processor_kwargs=...)")
         if isinstance(messages, (list, tuple)) and messages and isinstance(messages[0],
                                                                            (list, tuple)):
             conversations = [list(c) for c in messages]

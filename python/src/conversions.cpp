@@ -3,12 +3,17 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/image_placeholders.h"
 #include "engine/speculative/speculative_config.h"
+#include "io/audio/audio_decode.h"
+#include "io/audio/audio_mono.h"
+#include "io/audio/audio_resample.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -32,6 +37,17 @@ template <typename T>
 std::optional<T> optional_field(const py::handle& obj, const char* owner, const char* name) {
   if (obj.attr(name).is_none()) return std::nullopt;
   return field<T>(obj, owner, name);
+}
+
+// float32 values from their bytes (the package's tobytes()); ValueError when not whole floats.
+std::vector<float> floats_of(std::string_view bytes) {
+  if (bytes.size() % sizeof(float) != 0) {
+    throw InputError("audio samples must be float32 bytes, got " + std::to_string(bytes.size()) +
+                     " bytes");
+  }
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
 }
 
 py::list logprob_entries(const TokenLogprobs& logprobs, const Tokenizer* tokenizer) {
@@ -154,6 +170,33 @@ PromptImage prompt_image_from_python(const py::handle& image, std::optional<int>
   out.rgb.height = height;
   out.rgb.pixels.assign(pixels.begin(), pixels.end());
   return out;
+}
+
+PromptAudio prompt_audio_from_python(const py::handle& clip) {
+  const auto [bytes, channels, rate] = clip.cast<std::tuple<py::bytes, int, int>>();
+  const std::vector<float> interleaved = floats_of(std::string_view(bytes));
+  if (channels <= 0 || interleaved.size() % static_cast<size_t>(channels) != 0) {
+    throw InputError(std::to_string(interleaved.size()) +
+                     " audio samples are not whole frames of " + std::to_string(channels) +
+                     " channel(s)");
+  }
+  const size_t frames = interleaved.size() / static_cast<size_t>(channels);
+  // The decoder's duration limit: a low rate would otherwise resample to any length.
+  if (rate > 0) audio::check_audio_length(static_cast<int64_t>(frames), rate);
+  std::vector<float> mono;
+  mono.reserve(frames);
+  audio::append_mono(interleaved, channels, mono);
+  return PromptAudio{audio::resample_audio(mono, rate, PromptAudio::kSampleRate)};
+}
+
+py::bytes resample_audio_bytes(const py::bytes& samples, int from_rate, int to_rate) {
+  const std::vector<float> in = floats_of(std::string_view(samples));
+  std::vector<float> out;
+  {
+    py::gil_scoped_release release;
+    out = audio::resample_audio(in, from_rate, to_rate);
+  }
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float));
 }
 
 SamplingParams sampling_params_from_python(const py::handle& sp) {

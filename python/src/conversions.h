@@ -21,6 +21,15 @@ EngineArgs engine_args_from_dict(const py::dict& args);
 // decodes an image_url) or (width, height, RGB bytes) from a PIL image. ValueError for bad data.
 PromptImage prompt_image_from_python(const py::handle& image, std::optional<int> max_soft_tokens);
 
+// One multi_modal_data audio clip as the package passes it: (float32 samples as bytes, in C order
+// of (frames, channels), channels, sample rate), averaged to mono as np.mean over the channels
+// and resampled to 16 kHz as the server's decoder does (io/audio). ValueError for bad data.
+PromptAudio prompt_audio_from_python(const py::handle& clip);
+
+// float32 samples (bytes) resampled from from_rate to to_rate with the server's resampler
+// (libsoxr as librosa's soxr_hq); equal rates return them unchanged. ValueError for bad rates.
+py::bytes resample_audio_bytes(const py::bytes& samples, int from_rate, int to_rate);
+
 // The engine's parameters from a gemmaserve.SamplingParams (its attributes, vLLM's names). The
 // structured-output constraint is not set here (it needs the tokenizer; see the module).
 SamplingParams sampling_params_from_python(const py::handle& params);

@@ -99,13 +99,14 @@ void apply_tool_choice(const std::string& choice, const nlohmann::ordered_json& 
   }
 }
 
-// prompts: [(text or None, ids or None, [image...], mm_processor_kwargs JSON text or None)].
+// prompts: [(text or None, ids or None, [image...], mm_processor_kwargs JSON text or None,
+// [audio clip...])].
 std::vector<Prompt> engine_prompts(const py::list& prompts) {
   std::vector<Prompt> out;
   for (const py::handle item : prompts) {
-    const auto [text, ids, images, kwargs] =
+    const auto [text, ids, images, kwargs, audios] =
         item.cast<std::tuple<std::optional<std::string>, std::optional<std::vector<int32_t>>,
-                             py::list, std::optional<std::string>>>();
+                             py::list, std::optional<std::string>, py::list>>();
     out.push_back(ids ? Prompt::from_ids(*ids) : Prompt::from_text(text.value_or("")));
     const std::optional<int> max_soft_tokens =
         kwargs ? parse_mm_processor_kwargs(
@@ -114,6 +115,9 @@ std::vector<Prompt> engine_prompts(const py::list& prompts) {
                : std::nullopt;
     for (const py::handle image : images) {
       out.back().images.push_back(prompt_image_from_python(image, max_soft_tokens));
+    }
+    for (const py::handle clip : audios) {
+      out.back().audios.push_back(prompt_audio_from_python(clip));
     }
   }
   return out;
@@ -376,6 +380,10 @@ PYBIND11_MODULE(_gemmaserve, m) {
       .def("num_steps", &PyLLM::num_steps)
       .def("image_processor", &PyLLM::image_processor);
 
+  m.def("resample_audio", &gemmaserve::python::resample_audio_bytes, py::arg("samples"),
+        py::arg("from_rate"), py::arg("to_rate"),
+        "float32 samples (bytes) resampled with the engine's resampler (libsoxr HQ, librosa's "
+        "soxr_hq length); returns float32 bytes.");
   m.def("validate_sampling_params", &gemmaserve::python::validate_sampling_params,
         py::arg("params"), "Raises ValueError for a field out of range (vLLM's messages).");
   m.def(

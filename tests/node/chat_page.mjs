@@ -9,11 +9,17 @@
 //     is folded, the call shown, and its result goes back to the real server, which answers;
 //  5. the request carries the settings (temperature, max_tokens, enable_thinking, tools, key);
 //  6. an attached image goes as an image_url part;
-//  7. a click on an example question sends it alone in a new chat, with the thinking and tools it
+//  7. an attached WAV file goes as an input_audio part, is shown as an audio element, and the
+//     server (a model with audio) answers it;
+//  8. a recording from chromium's fake microphone is attached as a WAV the server decodes, and
+//     without a microphone Record says so and breaks nothing;
+//  9. a click on an example question sends it alone in a new chat, with the thinking and tools it
 //     needs.
 // Saves a screenshot. usage: node chat_page.mjs --base-url URL --model NAME --api-key KEY
-//   --chromium PATH --screenshot FILE.png
+//   --chromium PATH --screenshot FILE.png --audio FILE.wav
 // Prints PASS or FAIL (with the reason) and exits 0 or 1.
+import { readFileSync } from "node:fs";
+import { basename } from "node:path";
 import { chromium } from "playwright-core";
 import { metricValue } from "./prometheus.mjs";
 
@@ -25,6 +31,7 @@ function parseArgs(argv) {
     "--api-key": "apiKey",
     "--chromium": "chromium",
     "--screenshot": "screenshot",
+    "--audio": "audio",
   };
   for (let i = 2; i < argv.length; i += 2) {
     if (!(argv[i] in names) || argv[i + 1] === undefined) throw new Error(`bad flag ${argv[i]}`);
@@ -101,13 +108,39 @@ async function sendMessage(page, text) {
 // The n-th assistant turn of the conversation shown.
 const assistant = (page, n) => page.locator(".message.assistant").nth(n);
 
+// attach(), then `text` sent to the real server as the chat's first turn; returns the request body
+// the page sent and the answer's footer once the turn is done (a failed turn fails the check).
+async function sendWithMedia(page, text, attach) {
+  let body = null;
+  const onRequest = (r) => {
+    if (r.url().endsWith("/v1/chat/completions")) body = r.postDataJSON();
+  };
+  page.on("request", onRequest);
+  try {
+    await attach();
+    await sendMessage(page, text);
+    const turn = assistant(page, 0);
+    await turn.and(page.locator('[data-state="done"], [data-state="error"]')).waitFor({ timeout: 60000 });
+    const meta = await turn.locator(".meta").textContent();
+    check((await turn.getAttribute("data-state")) === "done", `the turn '${text}' failed: ${meta}`);
+    return { body, meta };
+  } finally {
+    page.off("request", onRequest);
+  }
+}
+
 async function main() {
   const opts = parseArgs(process.argv);
   const browser = await chromium.launch({
     executablePath: opts.chromium,
     headless: true,
-    // Chromium's sandbox cannot start as root, which is how CI runs.
-    args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
+    args: [
+      // Chromium's sandbox cannot start as root, which is how CI runs.
+      ...(process.getuid?.() === 0 ? ["--no-sandbox"] : []),
+      // A fake microphone (a beep), allowed without asking: the Record button can be tested.
+      "--use-fake-device-for-media-stream",
+      "--use-fake-ui-for-media-stream",
+    ],
   });
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -243,7 +276,7 @@ async function main() {
     console.log(`screenshot: ${opts.screenshot}`);
 
     // 6. An attached image goes as an image_url data: URL part before the text; the real server
-    // (the tiny model has a vision tower) answers it.
+    // (the tiny unified model has an image embedder) answers it.
     await page.click("#new-chat");
     await page.uncheck("#enable-thinking");
     await page.fill("#tools", "");
@@ -252,22 +285,11 @@ async function main() {
       "iVBORw0KGgoAAAANSUhEUgAAABgAAAAQCAIAAACDRijCAAAAIElEQVR4nGNkYGjgYmCgHLEw8DNQBYwaNGrQqEEj1SAA0KAChbGsTJsAAAAASUVORK5CYII=",
       "base64",
     );
-    let imageBody = null;
-    const onRequest = (r) => {
-      if (r.url().endsWith("/v1/chat/completions")) imageBody = r.postDataJSON();
-    };
-    page.on("request", onRequest);
-    await page.setInputFiles("#image-file", { name: "grid.png", mimeType: "image/png", buffer: png });
-    await page.waitForFunction(() => document.getElementById("attached").textContent === "1 image(s)");
-    await sendMessage(page, "What is in this picture?");
-    const imageTurn = assistant(page, 0);
-    await imageTurn.and(page.locator('[data-state="done"], [data-state="error"]')).waitFor({ timeout: 60000 });
-    page.off("request", onRequest);
-    check(
-      (await imageTurn.getAttribute("data-state")) === "done",
-      `the image turn failed: ${await imageTurn.locator(".meta").textContent()}`,
-    );
-    const parts = imageBody?.messages?.at(-1)?.content;
+    const imageTurn = await sendWithMedia(page, "What is in this picture?", async () => {
+      await page.setInputFiles("#image-file", { name: "grid.png", mimeType: "image/png", buffer: png });
+      await page.waitForFunction(() => document.getElementById("attached").textContent === "1 image(s)");
+    });
+    const parts = imageTurn.body?.messages?.at(-1)?.content;
     check(
       Array.isArray(parts) && parts.length === 2 && parts[0].type === "image_url" &&
         parts[0].image_url.url === `data:image/png;base64,${png.toString("base64")}` &&
@@ -276,8 +298,79 @@ async function main() {
     );
     check((await page.locator(".message.user img.thumb").count()) === 1, "the image is not shown");
     check((await page.textContent("#attached")) === "", "the attachment was not cleared");
-    console.log(`image: sent as a data: URL part, server answered (${await imageTurn.locator(".meta").textContent()})`);
-    // 7. Example questions: one click sends the question with what it needs, nothing typed.
+    console.log(`image: sent as a data: URL part, server answered (${imageTurn.meta})`);
+
+    // 7. An attached WAV goes as an input_audio part (its bytes in base64, format "wav") before
+    // the text, is shown as an audio element, and the real server decodes and answers it.
+    const wav = readFileSync(opts.audio);
+    await page.click("#new-chat");
+    const audioTurn = await sendWithMedia(page, "What do you hear?", async () => {
+      await page.setInputFiles("#audio-file", opts.audio);
+      await page.waitForFunction(() => document.getElementById("attached").textContent === "1 audio clip(s)");
+    });
+    const audioParts = audioTurn.body?.messages?.at(-1)?.content;
+    check(
+      Array.isArray(audioParts) && audioParts.length === 2 && audioParts[0].type === "input_audio" &&
+        audioParts[0].input_audio.data === wav.toString("base64") && audioParts[0].input_audio.format === "wav" &&
+        audioParts[1].type === "text" && audioParts[1].text === "What do you hear?",
+      `the WAV was not sent as an input_audio part: ${JSON.stringify(audioParts)?.slice(0, 200)}`,
+    );
+    const shown = page.locator(".message.user audio.clip");
+    check((await shown.count()) === 1, "the audio clip is not shown");
+    check(
+      (await shown.getAttribute("src")) === `data:audio/wav;base64,${wav.toString("base64")}`,
+      "the shown clip is not the attached file",
+    );
+    check((await page.textContent("#attached")) === "", "the audio attachment was not cleared");
+    console.log(`audio: ${basename(opts.audio)} sent as input_audio, server answered (${audioTurn.meta})`);
+
+    // 8. Recording (chromium's fake microphone): Record, then Stop recording, attaches a WAV made
+    // in the page from MediaRecorder's WebM, which the real server decodes and answers.
+    await page.click("#new-chat");
+    // Waits until `selector` shows `text` or the status says the recording failed (a check).
+    const untilRecording = async (selector, text) => {
+      await page.waitForFunction(
+        (want) =>
+          document.getElementById("status").textContent.startsWith("Cannot") ||
+          document.querySelector(want.selector).textContent === want.text,
+        { selector, text },
+        { timeout: 10000 },
+      );
+      const status = await page.textContent("#status");
+      check(!status.startsWith("Cannot"), `recording failed: ${status}`);
+    };
+    await page.click("#record");
+    await untilRecording("#record", "Stop recording");
+    await sleep(1000);
+    await page.click("#record");
+    await untilRecording("#attached", "1 audio clip(s)");
+    check((await page.textContent("#record")) === "Record", "the Record button did not come back");
+    const recorded = await sendWithMedia(page, "What did I say?", async () => {});
+    const recordedPart = recorded.body?.messages?.at(-1)?.content?.[0];
+    const recordedWav = Buffer.from(recordedPart?.input_audio?.data ?? "", "base64");
+    check(
+      recordedPart?.type === "input_audio" && recordedPart.input_audio.format === "wav" &&
+        recordedWav.subarray(0, 4).toString() === "RIFF" && recordedWav.subarray(8, 12).toString() === "WAVE",
+      `the recording was not sent as a WAV input_audio part: ${JSON.stringify(recordedPart)?.slice(0, 120)}`,
+    );
+    const rate = recordedWav.readUInt32LE(24);
+    const seconds = recordedWav.readUInt32LE(40) / 2 / rate; // 16-bit mono
+    check(seconds > 0.3 && seconds < 10, `the recording lasts ${seconds} s`);
+    console.log(`recording: ${seconds.toFixed(2)} s of ${rate} Hz WAV sent, server answered (${recorded.meta})`);
+    // Without a microphone Record says so and leaves the page as it was (the next steps use it).
+    await page.evaluate(() => {
+      navigator.mediaDevices.getUserMedia = () =>
+        Promise.reject(new DOMException("Requested device not found", "NotFoundError"));
+    });
+    await page.click("#record");
+    await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Cannot"));
+    const noMicrophone = await page.textContent("#status");
+    check(noMicrophone === "Cannot record: Requested device not found", `no microphone: '${noMicrophone}'`);
+    check((await page.textContent("#record")) === "Record", "Record changed without a microphone");
+    check((await page.textContent("#attached")) === "", "something was attached without a microphone");
+    console.log(`no microphone: '${noMicrophone}'`);
+
+    // 9. Example questions: one click sends the question with what it needs, nothing typed.
     await page.click("#new-chat");
     const exampleBodies = [];
     await page.route("**/v1/chat/completions", async (route) => {

@@ -1,5 +1,5 @@
-"""Shared fixtures: the built binary, the golden tiny checkpoints, and a tiny random-weight
-Gemma 4 model with the real vocabulary and chat template (from ../shared) for text and chat."""
+"""Shared fixtures: the built binary, the golden tiny checkpoints, and tiny random-weight Gemma 4
+models with the real vocabulary and chat template (from ../shared) for text, chat and audio."""
 
 from __future__ import annotations
 
@@ -44,18 +44,29 @@ def run_binary(*args: str) -> str:
     return result.stdout
 
 
-@pytest.fixture(scope="session")
-def chat_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """make-test-model --preset tiny with tokenizer.json exported from the real Gemma 4
+def tiny_chat_model(factory: pytest.TempPathFactory, preset: str) -> str:
+    """make-test-model --preset PRESET with tokenizer.json exported from the real Gemma 4
     vocabulary and the real 31B chat template: random weights, real text and chat handling."""
     vocab = require_shared("data/gemma4-tokenizer/ggml-vocab-gemma-4.gguf")
     template = require_shared("data/chat-templates/google-gemma-4-31B-it.jinja")
-    model = tmp_path_factory.mktemp("models") / "tiny"
-    run_binary("make-test-model", "--preset", "tiny", "--dtype", "bf16", "--seed", "0", "--out",
+    model = factory.mktemp("models") / preset
+    run_binary("make-test-model", "--preset", preset, "--dtype", "bf16", "--seed", "0", "--out",
                str(model))
     run_binary("export-tokenizer", "--from", str(vocab), "--out", str(model / "tokenizer.json"))
     shutil.copy(template, model / "chat_template.jinja")
     return str(model)
+
+
+@pytest.fixture(scope="session")
+def chat_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny preset (a vision tower, no audio) as tiny_chat_model makes it."""
+    return tiny_chat_model(tmp_path_factory, "tiny")
+
+
+@pytest.fixture(scope="session")
+def unified_chat_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny-unified preset (the 12B's encoder-free image and audio embedders) likewise."""
+    return tiny_chat_model(tmp_path_factory, "tiny-unified")
 
 
 def python_env() -> dict:

@@ -112,7 +112,7 @@ def test_image_errors(vision: LLM) -> None:
         ({"prompt_token_ids": PROMPT, "multi_modal_data": {"image": b"not an image"}},
          "unsupported image format: expected PNG, JPEG, WebP or GIF data"),
         ({"prompt_token_ids": PROMPT, "multi_modal_data": {"video": NOISE}},
-         "prompt 0: multi_modal_data takes {'image': ...} only"),
+         "prompt 0: multi_modal_data takes {'image': ..., 'audio': ...} only"),
         ({"prompt_token_ids": PROMPT, "multi_modal_data": {"image": NOISE},
           "mm_processor_kwargs": {"max_soft_tokens": 100}},
          "`max_soft_tokens` must be one of (70, 140, 280, 560, 1120), got 100."),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The chat page at GET / in a real browser: serves a tiny random checkpoint (real Gemma 4
-# tokenizer and chat template) with --api-key, then tests/node/chat_page.mjs drives Debian's
-# chromium through playwright-core: the key prompt, a streamed answer, a stop mid-stream (the
-# server must count the request as aborted), thinking and tool calls, and a screenshot saved as
+# The chat page at GET / in a real browser: serves a tiny random checkpoint (the unified preset,
+# which takes images and audio; real Gemma 4 tokenizer and chat template) with --api-key, then
+# tests/node/chat_page.mjs drives Debian's chromium through playwright-core: the key prompt, a
+# streamed answer, a stop mid-stream (the server must count the request as aborted), thinking and
+# tool calls, an image, an audio file and a recording, and a screenshot saved as
 # BUILD_DIR/chat_page.png.
 # Usage: chat_page.sh BINARY REPO_ROOT
 # Without chromium or the shared data it skips outside CI and fails under CI=true.
@@ -36,11 +37,12 @@ command -v node >/dev/null || fail "node is not installed (run scripts/setup)"
 TMP="$(mktemp -d)"
 trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
 MODEL="$TMP/tiny"
-make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL" tiny-unified
 API_KEY="chat-page-test-key"
 start_tiny_server "$MODEL" --served-model-name tiny --max-model-len 4096 --api-key "$API_KEY"
 
 status=0
 node "$NODE_DIR/chat_page.mjs" --base-url "$BASE_URL" --model tiny --api-key "$API_KEY" \
-  --chromium "$CHROMIUM" --screenshot "$BUILD_DIR/chat_page.png" || status=$?
+  --chromium "$CHROMIUM" --screenshot "$BUILD_DIR/chat_page.png" \
+  --audio "$ROOT/tests/data/audio/speech_16k_mono_s16.wav" || status=$?
 finish_with_server_log "$status"

@@ -185,9 +185,7 @@ DecodedAudio decode_audio(std::span<const std::uint8_t> bytes, const AudioDecode
   const double max_frames = limits.max_seconds * info.samplerate;
   // libsndfile says SF_COUNT_MAX when the length is unknown (a stream): the limit applies as read.
   const bool known_length = info.frames >= 0 && info.frames != SF_COUNT_MAX;
-  if (known_length && double(info.frames) > max_frames) {
-    throw_too_long(double(info.frames) / info.samplerate, limits, false);
-  }
+  if (known_length) check_audio_length(info.frames, info.samplerate, limits);
 
   // soundfile's read(dtype="float32"): integers scaled by 1 / 2^(bits-1) (PCM16: v / 32768),
   // floats as stored. Normalisation is libsndfile's default; set here so it cannot drift.
@@ -222,6 +220,12 @@ DecodedAudio decode_audio(std::span<const std::uint8_t> bytes, const AudioDecode
   if (total == 0) throw InputError(what + " has no samples");
   audio.source_frames = total;
   return audio;
+}
+
+void check_audio_length(std::int64_t frames, int sample_rate, const AudioDecodeLimits& limits) {
+  if (double(frames) > limits.max_seconds * sample_rate) {
+    throw_too_long(double(frames) / sample_rate, limits, false);
+  }
 }
 
 DecodedAudio load_audio(std::span<const std::uint8_t> bytes, int target_rate,

@@ -48,6 +48,10 @@ std::string_view sniff_audio_format(std::span<const std::uint8_t> bytes);
 DecodedAudio decode_audio(std::span<const std::uint8_t> bytes,
                           const AudioDecodeLimits& limits = {});
 
+// InputError ("audio is S s long; the limit is L s") when `frames` at `sample_rate` last longer
+// than limits.max_seconds: decode_audio's check, also for samples given already decoded.
+void check_audio_length(std::int64_t frames, int sample_rate, const AudioDecodeLimits& limits = {});
+
 // decode_audio, then resampled to target_rate (the form the models take: 16 kHz).
 DecodedAudio load_audio(std::span<const std::uint8_t> bytes, int target_rate = 16000,
                         const AudioDecodeLimits& limits = {});

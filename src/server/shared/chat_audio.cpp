@@ -55,28 +55,40 @@ std::vector<std::string> audio_urls_of(const ordered_json& messages) {
   return part_urls_of(messages, is_audio_part, audio_part_url);
 }
 
+std::vector<PromptAudio> load_chat_audios(const media::MediaConnector& media,
+                                          const std::vector<std::string>& urls,
+                                          double max_audio_seconds) {
+  audio::AudioDecodeLimits limits;
+  limits.max_bytes = media.options().max_bytes;
+  limits.max_seconds = max_audio_seconds;
+  limits.max_seconds_source = "--max-audio-seconds";
+  std::vector<PromptAudio> clips;
+  clips.reserve(urls.size());
+  for (const std::string& url : urls) {
+    try {
+      const std::vector<std::uint8_t> bytes = media.fetch(url, media::MediaKind::kAudio);
+      clips.push_back(
+          PromptAudio{audio::load_audio(bytes, PromptAudio::kSampleRate, limits).samples});
+    } catch (const InputError& e) {
+      throw InputError(e.what(), "messages");
+    }
+  }
+  return clips;
+}
+
 std::vector<PromptAudio> load_prompt_audios(const ServingContext& ctx,
                                             const std::vector<std::string>& urls) {
-  std::vector<PromptAudio> clips;
-  if (urls.empty()) return clips;
+  if (urls.empty()) return {};
   try {
     if (!ctx.engine.has_audio()) {
       throw InputError("This model does not accept audio input: " + ctx.model_name() +
                        " has no audio embedder.");
     }
     check_audio_limit(ctx.engine.args().limit_mm_per_prompt, urls.size());
-    audio::AudioDecodeLimits limits;
-    limits.max_bytes = ctx.media.options().max_bytes;
-    limits.max_seconds = ctx.engine.args().max_audio_seconds;
-    limits.max_seconds_source = "--max-audio-seconds";
-    for (const std::string& url : urls) {
-      const std::vector<std::uint8_t> bytes = ctx.media.fetch(url, media::MediaKind::kAudio);
-      clips.push_back(PromptAudio{audio::load_audio(bytes, 16000, limits).samples});
-    }
   } catch (const InputError& e) {
     throw InputError(e.what(), "messages");
   }
-  return clips;
+  return load_chat_audios(ctx.media, urls, ctx.engine.args().max_audio_seconds);
 }
 
 }  // namespace gemmaserve

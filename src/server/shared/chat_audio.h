@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gemmaserve/prompt_audio.h"
+#include "io/media/media_connector.h"
 
 namespace gemmaserve {
 
@@ -25,9 +26,15 @@ std::string audio_part_url(const nlohmann::ordered_json& part);
 // The URLs of every audio part of `messages`, in order (400s for malformed audio parts).
 std::vector<std::string> audio_urls_of(const nlohmann::ordered_json& messages);
 
+// Loads each URL in order (at most the media byte limit), decodes it (io/audio: WAV, FLAC, MP3,
+// OGG Vorbis, Opus) and resamples it to 16 kHz mono; any failure is an InputError (param
+// "messages") with the media room's or the decoder's message.
+std::vector<PromptAudio> load_chat_audios(const media::MediaConnector& media,
+                                          const std::vector<std::string>& urls,
+                                          double max_audio_seconds);
+
 // A request's clips for the engine: 400 (param "messages") when the model takes no audio or the
-// request is over --limit-mm-per-prompt (both before anything is fetched), then loaded, decoded
-// (io/audio: WAV, FLAC, MP3, OGG Vorbis, Opus; at most the media byte limit) and resampled.
+// request is over --limit-mm-per-prompt (both before anything is fetched), then load_chat_audios.
 std::vector<PromptAudio> load_prompt_audios(const ServingContext& ctx,
                                             const std::vector<std::string>& urls);
 

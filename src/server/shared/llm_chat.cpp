@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_output_parser.h"
 #include "server/shared/chat_rendering.h"
@@ -59,7 +60,8 @@ std::vector<ChatOutput> LLM::chat(const std::vector<nlohmann::ordered_json>& con
   std::vector<ChatOutput> outs(conversations.size());
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> per_prompt;
-  // vLLM's LLM.chat loads image parts with its MediaConnector defaults: data: and http(s) URLs.
+  // vLLM's LLM.chat loads image and audio parts with its MediaConnector defaults: data: and
+  // http(s) URLs.
   const media::MediaConnector media;
   for (size_t i = 0; i < conversations.size(); ++i) {
     RenderedChat prompt = render_chat(conversations[i], options);
@@ -68,6 +70,8 @@ std::vector<ChatOutput> LLM::chat(const std::vector<nlohmann::ordered_json>& con
     for (image::RgbImage& rgb : load_chat_images(media, image_urls_of(conversations[i]))) {
       prompts.back().images.push_back(PromptImage{std::move(rgb), std::nullopt});
     }
+    prompts.back().audios =
+        load_chat_audios(media, audio_urls_of(conversations[i]), engine().args().max_audio_seconds);
     per_prompt.push_back(params[params.size() == 1 ? 0 : i]);
     if (parsing) per_prompt.back().skip_special_tokens = false;  // the parsers read the markers
   }

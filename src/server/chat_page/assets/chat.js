@@ -26,6 +26,8 @@ const chat = {
   controller: null, // AbortController of the request in flight
   pendingToolCalls: new Map(), // tool_call_id -> true while its result is not given
   images: [], // data: URLs attached to the next message
+  audios: [], // {data (base64), format, url} attached to the next message: input_audio parts
+  recorder: null, // the MediaRecorder while the microphone records
 };
 
 function authHeaders() {
@@ -371,18 +373,134 @@ async function generate() {
   }
 }
 
+function readAsDataURL(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+function showAttached() {
+  const counts = [];
+  if (chat.images.length) counts.push(`${chat.images.length} image(s)`);
+  if (chat.audios.length) counts.push(`${chat.audios.length} audio clip(s)`);
+  $("attached").textContent = counts.join(", ");
+}
+
 // Reads the chosen files as data: URLs for the next message.
 async function attachImages(files) {
+  for (const file of files) chat.images.push(await readAsDataURL(file));
+  showAttached();
+}
+
+// input_audio's format for a file: its extension, else its MIME type. Only a name: the server
+// recognises WAV, FLAC, MP3, OGG Vorbis and Opus by their bytes.
+function audioFormat(file) {
+  const byExtension = { wav: "wav", wave: "wav", flac: "flac", mp3: "mp3", ogg: "ogg", oga: "ogg", opus: "opus" };
+  const extension = /\.([a-z0-9]+)$/i.exec(file.name)?.[1].toLowerCase();
+  if (extension in byExtension) return byExtension[extension];
+  const byType = { "audio/mpeg": "mp3", "audio/x-wav": "wav", "audio/wave": "wav", "audio/x-flac": "flac" };
+  return byType[file.type] ?? (file.type.startsWith("audio/") ? file.type.slice(6) : "wav");
+}
+
+function attachAudio(data, format) {
+  chat.audios.push({ data, format, url: `data:audio/${format === "mp3" ? "mpeg" : format};base64,${data}` });
+  showAttached();
+}
+
+async function attachAudioFiles(files) {
   for (const file of files) {
-    const url = await new Promise((resolve, reject) => {
-      const reader = new FileReader();
-      reader.onload = () => resolve(reader.result);
-      reader.onerror = () => reject(reader.error);
-      reader.readAsDataURL(file);
-    });
-    chat.images.push(url);
+    const url = await readAsDataURL(file);
+    attachAudio(url.slice(url.indexOf(",") + 1), audioFormat(file));
   }
-  $("attached").textContent = chat.images.length ? `${chat.images.length} image(s)` : "";
+}
+
+function base64(bytes) {
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
+}
+
+// 16-bit PCM WAV of an AudioBuffer, its channels averaged (the server would average them too).
+function encodeWav(buffer) {
+  const frames = buffer.length;
+  const mono = new Float32Array(frames);
+  for (let c = 0; c < buffer.numberOfChannels; c++) {
+    const channel = buffer.getChannelData(c);
+    for (let i = 0; i < frames; i++) mono[i] += channel[i] / buffer.numberOfChannels;
+  }
+  const view = new DataView(new ArrayBuffer(44 + frames * 2));
+  const ascii = (at, text) => [...text].forEach((ch, i) => view.setUint8(at + i, ch.charCodeAt(0)));
+  ascii(0, "RIFF");
+  view.setUint32(4, 36 + frames * 2, true);
+  ascii(8, "WAVE");
+  ascii(12, "fmt ");
+  view.setUint32(16, 16, true); // the fmt chunk's size
+  view.setUint16(20, 1, true); // PCM
+  view.setUint16(22, 1, true); // one channel
+  view.setUint32(24, buffer.sampleRate, true);
+  view.setUint32(28, buffer.sampleRate * 2, true); // bytes per second
+  view.setUint16(32, 2, true); // bytes per frame
+  view.setUint16(34, 16, true); // bits per sample
+  ascii(36, "data");
+  view.setUint32(40, frames * 2, true);
+  for (let i = 0; i < frames; i++) {
+    // The decoder reads 16-bit PCM as v / 32768: the inverse, clamped.
+    view.setInt16(44 + i * 2, Math.max(-32768, Math.min(32767, Math.round(mono[i] * 32768))), true);
+  }
+  return new Uint8Array(view.buffer);
+}
+
+function canRecord() {
+  return Boolean(navigator.mediaDevices?.getUserMedia) && typeof MediaRecorder !== "undefined";
+}
+
+// The microphone through MediaRecorder, which gives WebM or Ogg (Opus) that the server does not
+// decode: the page decodes the recording with Web Audio and attaches it as WAV. A second click
+// stops it.
+async function toggleRecording() {
+  if (chat.recorder) {
+    chat.recorder.stop();
+    return;
+  }
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  } catch (e) {
+    setStatus(`Cannot record: ${e.message || e.name}`);
+    return;
+  }
+  const recorder = new MediaRecorder(stream);
+  const chunks = [];
+  recorder.addEventListener("dataavailable", (event) => {
+    if (event.data.size) chunks.push(event.data);
+  });
+  recorder.addEventListener("stop", async () => {
+    for (const track of stream.getTracks()) track.stop();
+    chat.recorder = null;
+    $("record").textContent = "Record";
+    $("record").classList.remove("recording");
+    const context = new AudioContext();
+    try {
+      const recorded = new Blob(chunks, { type: recorder.mimeType });
+      const buffer = await context.decodeAudioData(await recorded.arrayBuffer());
+      attachAudio(base64(encodeWav(buffer)), "wav");
+      setStatus("Ready");
+    } catch (e) {
+      setStatus(`Cannot use the recording: ${e.message || e.name}`);
+    } finally {
+      context.close();
+    }
+  });
+  chat.recorder = recorder;
+  recorder.start();
+  $("record").textContent = "Stop recording";
+  $("record").classList.add("recording");
+  setStatus("Recording…");
 }
 
 function send() {
@@ -390,10 +508,13 @@ function send() {
   if (!text || chat.controller || !$("model").value) return;
   $("prompt").value = "";
   chat.pendingToolCalls.clear();
-  const images = chat.images.map((url) => ({ type: "image_url", image_url: { url } }));
+  const media = [
+    ...chat.images.map((url) => ({ type: "image_url", image_url: { url } })),
+    ...chat.audios.map(({ data, format }) => ({ type: "input_audio", input_audio: { data, format } })),
+  ];
   chat.messages.push({
     role: "user",
-    content: images.length ? [...images, { type: "text", text }] : text,
+    content: media.length ? [...media, { type: "text", text }] : text,
   });
   const bubble = addTextBubble("user", "You", text);
   for (const url of chat.images) {
@@ -402,8 +523,15 @@ function send() {
     img.alt = "attached image";
     bubble.append(img);
   }
+  for (const clip of chat.audios) {
+    const audio = element("audio", "clip");
+    audio.controls = true;
+    audio.src = clip.url;
+    bubble.append(audio);
+  }
   chat.images = [];
-  $("attached").textContent = "";
+  chat.audios = [];
+  showAttached();
   generate();
 }
 
@@ -433,7 +561,8 @@ function newChat() {
   chat.controller?.abort();
   chat.messages = [];
   chat.images = [];
-  $("attached").textContent = "";
+  chat.audios = [];
+  showAttached();
   chat.pendingToolCalls.clear();
   const empty = element("p", "empty", "New conversation.");
   $("conversation").replaceChildren(empty);
@@ -458,6 +587,17 @@ function init() {
     await attachImages($("image-file").files);
     $("image-file").value = "";
   });
+  $("attach-audio").addEventListener("click", () => $("audio-file").click());
+  $("audio-file").addEventListener("change", async () => {
+    await attachAudioFiles($("audio-file").files);
+    $("audio-file").value = "";
+  });
+  if (canRecord()) {
+    $("record").addEventListener("click", toggleRecording);
+  } else {
+    $("record").disabled = true;
+    $("record").title = "Recording needs MediaRecorder and a secure page (https or localhost)";
+  }
   $("new-chat").addEventListener("click", newChat);
   $("model").addEventListener("change", () => localStorage.setItem(MODEL_STORAGE, $("model").value));
   for (const button of document.querySelectorAll("#examples .example")) {
