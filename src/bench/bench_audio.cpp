@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <optional>
@@ -95,17 +96,24 @@ Options parse_options(const std::vector<std::string>& args, bool* help) {
   return o;
 }
 
-// /proc/cpuinfo's first "model name" (what the numbers were measured on), else "unknown".
-std::string cpu_model_name() {
+// /proc/cpuinfo's first "model name" and its family and model numbers (a VM's name may be just
+// "AMD EPYC": the numbers tell the generation), e.g. "AMD EPYC (family 26, model 2)".
+std::string cpu_kind() {
   std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) != 0) continue;
+  std::map<std::string, std::string> fields;
+  for (std::string line; std::getline(in, line) && !line.empty();) {
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
+    if (colon == std::string::npos) continue;
+    const size_t end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
     const size_t start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "unknown" : line.substr(start);
+    fields[line.substr(0, end == std::string::npos ? 0 : end + 1)] =
+        start == std::string::npos ? "" : line.substr(start);
   }
-  return "unknown";
+  std::string kind = fields.count("model name") ? fields["model name"] : "unknown CPU";
+  if (fields.count("cpu family") && fields.count("model")) {
+    kind += " (family " + fields["cpu family"] + ", model " + fields["model"] + ")";
+  }
+  return kind;
 }
 
 EngineRequest audio_request(const Engine& engine, const std::string& id,
@@ -184,10 +192,11 @@ void bench_gaps(Engine& engine, const std::vector<float>& clip, const Options& o
   for (size_t k = 0; k < streams.size(); ++k) streams[k]->wait_tokens(seen[k] + 1);
   for (int k = 0; k < o.streams; ++k) engine.abort("stream-" + std::to_string(k));
   GapSummary pre, during;
+  std::string first_stream;  // stream 0's gaps during the request, in order
   int tokens_during = 0;
-  for (auto& s : streams) {
-    s->wait_done();
-    const std::vector<BenchClock::time_point> t = s->times();
+  for (size_t k = 0; k < streams.size(); ++k) {
+    streams[k]->wait_done();
+    const std::vector<BenchClock::time_point> t = streams[k]->times();
     for (size_t i = 1; i < t.size(); ++i) {
       const double gap = seconds_of(t[i] - t[i - 1]);
       if (t[i] <= arrival) {
@@ -195,11 +204,17 @@ void bench_gaps(Engine& engine, const std::vector<float>& clip, const Options& o
       } else if (t[i - 1] < first) {
         during.gaps.push_back(gap);
         if (t[i] <= first) ++tokens_during;
+        if (k == 0) {
+          char text[32];
+          std::snprintf(text, sizeof text, " %.3f", gap);
+          first_stream += text;
+        }
       }
     }
   }
   pre.print("before the audio request");
   during.print("during the audio request");
+  print_line("GAPS during, stream 0 in order (s):%s\n", first_stream.c_str());
   print_line(
       "GAPS audio request: TTFT %.3f s; encoder %.3f s in %llu step(s); %d stream token(s) "
       "meanwhile\n",
@@ -234,7 +249,7 @@ int run_bench_audio(const std::vector<std::string>& args) {
   }
   const unsigned threads = o.engine.threads > 0 ? static_cast<unsigned>(o.engine.threads)
                                                 : std::max(1u, std::thread::hardware_concurrency());
-  print_line("CPU %s, %u thread(s)\n", cpu_model_name().c_str(), threads);
+  print_line("CPU %s, %u thread(s)\n", cpu_kind().c_str(), threads);
   std::optional<TempModelDir> temp;
   if (o.model.empty()) {
     temp.emplace("gemmaserve-bench-audio");
