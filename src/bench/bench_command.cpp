@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "bench/bench_audio.h"
 #include "bench/bench_image.h"
 #include "bench/bench_kernels.h"
 #include "bench/bench_latency.h"
@@ -32,10 +33,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "tokenizer-load") return run_bench_tokenizer_load(rest);
   if (mode == "structured") return run_bench_structured(rest);
   if (mode == "image") return run_bench_image(rest);
+  if (mode == "audio") return run_bench_audio(rest);
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode +
                      "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
-                     "tokenizer-load, structured, image, quality or quant-kernel)");
+                     "tokenizer-load, structured, image, audio, quality or quant-kernel)");
   }
   return run_bench_throughput_latency(mode, rest);
 }

@@ -4,15 +4,13 @@
 #include "bench/bench_image.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "bench/request_watch.h"
 #include "cli/arg_parser.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -22,8 +20,7 @@
 namespace gemmaserve {
 namespace {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 
 const char* kImageUsage =
     "usage: gemmaserve bench image [MODEL_DIR] [--tower e2b|e4b|31b|26b-a4b (e2b)]\n"
@@ -59,54 +56,10 @@ PromptImage random_image(int size, uint32_t seed) {
 
 EngineRequest request(const std::string& id, std::vector<int32_t> prompt,
                       std::vector<PromptImage> images, int max_tokens) {
-  EngineRequest r;
-  r.request_id = id;
-  r.prompt_token_ids = std::move(prompt);
+  EngineRequest r = greedy_request(id, std::move(prompt), max_tokens);
   r.images = std::move(images);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
   return r;
 }
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// Token times of one request, and whether it finished, for waiting on from this thread.
-class Watch {
- public:
-  OutputCallback callback() {
-    return [this](const RequestOutput& out, const RequestOutputDelta&) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (out.finished) {
-        finished_ = Clock::now();
-        done_ = true;
-      } else {
-        times_.push_back(Clock::now());
-      }
-      cv_.notify_all();
-    };
-  }
-  void wait_tokens(size_t n) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return times_.size() >= n || done_; });
-  }
-  Clock::time_point wait_done() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    return finished_;
-  }
-  std::vector<Clock::time_point> times() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return times_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<Clock::time_point> times_;
-  Clock::time_point finished_{};
-  bool done_ = false;
-};
 
 EngineArgs engine_args(const std::string& model, int budget, const std::string& quantization,
                        int threads) {
@@ -129,11 +82,11 @@ std::vector<int32_t> image_prompt(const Engine& engine) {
 void bench_alone(const std::string& model, const std::string& quantization, int size, int threads) {
   Engine engine(engine_args(model, 1 << 20, quantization, threads));
   if (!engine.has_vision()) throw InputError(model + " has no vision tower");
-  Watch image;
+  RequestWatch image;
   const Clock::time_point t0 = Clock::now();
   engine.add_request(request("image", image_prompt(engine), {random_image(size, 1)}, 1),
                      image.callback());
-  const double ttft = seconds(image.wait_done() - t0);
+  const double ttft = seconds_of(image.wait_done() - t0);
   const EngineStats s = engine.stats();
   std::printf("ALONE %s: image TTFT %.2f s, encoder %.2f s for %llu image(s)\n",
               quantization.c_str(), ttft, s.encoder_seconds,
@@ -142,7 +95,7 @@ void bench_alone(const std::string& model, const std::string& quantization, int 
 
 void bench_beside_decode(const std::string& model, int budget, int size, int threads) {
   Engine engine(engine_args(model, budget, "none", threads));
-  Watch text, image;
+  RequestWatch text, image;
   engine.add_request(request("text", {2, 100, 101, 102, 103, 104, 105, 106}, {}, 1900),
                      text.callback());
   text.wait_tokens(2);
@@ -157,25 +110,16 @@ void bench_beside_decode(const std::string& model, int budget, int size, int thr
   int tokens = 0;
   for (size_t i = 1; i < times.size(); ++i) {
     if (times[i] < t0 || times[i - 1] > first) continue;  // gaps overlapping the image's wait
-    longest = std::max(longest, seconds(times[i] - times[i - 1]));
+    longest = std::max(longest, seconds_of(times[i] - times[i - 1]));
     ++tokens;
   }
   const EngineStats s = engine.stats();
   std::printf(
       "BESIDE DECODE budget %d: image TTFT %.2f s; decode tokens meanwhile %d, longest gap "
       "%.2f s; encoder %llu step(s), %.2f s\n",
-      budget, seconds(first - t0), tokens, longest,
+      budget, seconds_of(first - t0), tokens, longest,
       static_cast<unsigned long long>(s.encoder_steps), s.encoder_seconds);
 }
-
-// Removes the temporary checkpoint however the bench ends.
-struct TempModel {
-  fs::path dir;
-  ~TempModel() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
 
 }  // namespace
 
@@ -201,7 +145,7 @@ int run_bench_image(const std::vector<std::string>& args) {
   const std::vector<std::string> quantizations =
       split_list(p.get("--quantizations").value_or("none,q8_0"));
   log::set_level(log::Level::kWarning);
-  TempModel temp;
+  std::optional<TempModelDir> temp;
   std::string model;
   if (!p.positionals().empty()) {
     model = p.positionals()[0];
@@ -209,12 +153,9 @@ int run_bench_image(const std::vector<std::string>& args) {
     const std::string tower = p.get("--tower").value_or("e2b");
     nlohmann::json config = test_model_config("tiny");
     config["vision_config"] = test_model_config(tower)["vision_config"];
-    temp.dir =
-        fs::temp_directory_path() /
-        ("gemmaserve-bench-image-" + std::to_string(Clock::now().time_since_epoch().count()));
-    fs::create_directories(temp.dir);
-    write_test_model_of_config(temp.dir, config, DType::kBF16, 3);
-    model = temp.dir.string();
+    temp.emplace("gemmaserve-bench-image");
+    write_test_model_of_config(temp->path(), config, DType::kBF16, 3);
+    model = temp->path().string();
     std::printf("MODEL tiny text decoder + %s vision tower, random bf16 weights\n", tower.c_str());
   }
   std::printf("IMAGE %dx%d random pixels, default soft tokens\n", size, size);

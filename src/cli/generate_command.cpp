@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "gemmaserve/llm.h"
+#include "io/audio/audio_decode.h"
 #include "io/image/image_decode.h"
 
 namespace gemmaserve {
@@ -30,6 +31,10 @@ constexpr const char* kUsage =
     "  --logprobs K  --prompt-logprobs K  --[no-]skip-special-tokens\n"
     "images (repeatable): --image FILE (PNG, JPEG, WebP, GIF) goes to the next bare <|image|>\n"
     "  token of the prompts, in order; each becomes <|image> + N x <|image|> + <image|>\n"
+    "audio (repeatable): --audio FILE (WAV, FLAC, MP3, OGG Vorbis, Opus; mixed to mono and\n"
+    "  resampled to 16 kHz) goes to the next bare <|audio|> token of the prompts, in order;\n"
+    "  each becomes <|audio> + N x <|audio|> + <audio|> (N: one per 40 ms, 750 at most: the\n"
+    "  model hears the first 30 s); the model needs an audio tower (E2B, E4B) or embedder (12B)\n"
     "output: text per completion, or one JSON object per completion with --json\n";
 
 nlohmann::json logprobs_json(const TokenLogprobs& lp) {
@@ -66,36 +71,79 @@ nlohmann::json completion_json(const RequestOutput& r, const CompletionOutput& o
   return j;
 }
 
-// The decoded pixels of an --image file, as the server decodes an image_url.
-image::RgbImage read_image_file(const std::string& path) {
+// The bytes of a media file named by `flag`.
+std::vector<std::uint8_t> read_media_file(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("--image " + path + ": cannot be read");
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  if (!in) throw InputError(flag + " " + path + ": cannot be read");
+  return std::vector<std::uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The decoded pixels of an --image file, as the server decodes an image_url.
+PromptImage read_image_file(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_media_file("--image", path);
   try {
-    return image::decode_image(bytes);
+    return PromptImage{image::decode_image(bytes), std::nullopt};
   } catch (const InputError& e) {
     throw InputError("--image " + path + ": " + e.what());
   }
 }
 
-// Deals the images out to the prompts in the order of their bare <|image|> tokens.
-void attach_images(LLM& llm, std::vector<image::RgbImage> images, std::vector<Prompt>* prompts) {
-  const std::optional<int> image_token = llm.engine().model_config().image_token_id;
+// The 16 kHz mono samples of an --audio file, as the server decodes an input_audio part.
+PromptAudio read_audio_file(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_media_file("--audio", path);
+  try {
+    return PromptAudio{audio::load_audio(bytes).samples};
+  } catch (const InputError& e) {
+    throw InputError("--audio " + path + ": " + e.what());
+  }
+}
+
+// One modality's files and where they go: Prompt::*field, one per bare `token` of the prompts.
+template <typename Item>
+struct MediaFlag {
+  const char* flag;         // "--image"
+  const char* items;        // "image(s)", in the error
+  const char* placeholder;  // "<|image|>"
+  std::optional<int> token;
+  std::vector<Item> Prompt::*field;
+  std::vector<Item> files;
+};
+
+// Deals the files out to the prompts in the order of their bare placeholder tokens; more files
+// than placeholders is an error here (fewer is the engine's, per prompt).
+template <typename Item>
+void deal_media(MediaFlag<Item> media, const std::vector<std::vector<int32_t>>& prompt_ids,
+                std::vector<Prompt>* prompts) {
   size_t next = 0;
-  for (Prompt& prompt : *prompts) {
-    const std::vector<int32_t> ids =
-        prompt.text ? llm.engine().encode_prompt(*prompt.text) : prompt.token_ids;
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    const std::vector<int32_t>& ids = prompt_ids[i];
     const auto wanted =
-        static_cast<size_t>(image_token ? std::count(ids.begin(), ids.end(), *image_token) : 0);
-    for (size_t k = 0; k < wanted && next < images.size(); ++k) {
-      prompt.images.push_back(PromptImage{std::move(images[next++]), std::nullopt});
+        static_cast<size_t>(media.token ? std::count(ids.begin(), ids.end(), *media.token) : 0);
+    for (size_t k = 0; k < wanted && next < media.files.size(); ++k) {
+      ((*prompts)[i].*media.field).push_back(std::move(media.files[next++]));
     }
   }
-  if (next < images.size()) {
-    throw InputError("--image: " + std::to_string(images.size()) +
-                     " image(s) given but the prompts hold only " + std::to_string(next) +
-                     " <|image|> token(s)");
+  if (next < media.files.size()) {
+    throw InputError(std::string(media.flag) + ": " + std::to_string(media.files.size()) + " " +
+                     media.items + " given but the prompts hold only " + std::to_string(next) +
+                     " " + media.placeholder + " token(s)");
   }
+}
+
+void attach_media(LLM& llm, std::vector<PromptImage> images, std::vector<PromptAudio> audios,
+                  std::vector<Prompt>* prompts) {
+  if (images.empty() && audios.empty()) return;
+  std::vector<std::vector<int32_t>> ids;
+  for (const Prompt& prompt : *prompts) {
+    ids.push_back(prompt.text ? llm.engine().encode_prompt(*prompt.text) : prompt.token_ids);
+  }
+  const ModelConfig& config = llm.engine().model_config();
+  deal_media<PromptImage>({"--image", "image(s)", "<|image|>", config.image_token_id,
+                           &Prompt::images, std::move(images)},
+                          ids, prompts);
+  deal_media<PromptAudio>({"--audio", "audio clip(s)", "<|audio|>", config.audio_token_id,
+                           &Prompt::audios, std::move(audios)},
+                          ids, prompts);
 }
 
 }  // namespace
@@ -107,7 +155,7 @@ int run_generate_command(const std::vector<std::string>& args) {
   p.value("--n").value("--temperature").value("--top-p").value("--top-k").value("--min-p");
   p.value("--presence-penalty").value("--frequency-penalty").value("--repetition-penalty");
   p.value("--logprobs").value("--prompt-logprobs").value("--stop").value("--stop-token-ids");
-  p.value("--image");
+  p.value("--image").value("--audio");
   p.flag("--ignore-eos").flag("--json").flag("--help", {"-h"}).flag("--skip-special-tokens");
   p.parse(args, 1);
   if (p.get_flag("--help")) {
@@ -133,10 +181,12 @@ int run_generate_command(const std::vector<std::string>& args) {
   for (const auto& s : p.all("--stop-token-ids")) {
     for (int id : parse_int_list(s, "--stop-token-ids")) stop_ids.push_back(id);
   }
-  std::vector<image::RgbImage> images;
+  std::vector<PromptImage> images;
   for (const auto& path : p.all("--image")) images.push_back(read_image_file(path));
+  std::vector<PromptAudio> audios;
+  for (const auto& path : p.all("--audio")) audios.push_back(read_audio_file(path));
   LLM llm(ea);
-  if (!images.empty()) attach_images(llm, std::move(images), &prompts);
+  attach_media(llm, std::move(images), std::move(audios), &prompts);
 
   SamplingParams sp = llm.default_sampling_params();
   sp.n = p.get_int("--n", sp.n);
@@ -182,7 +232,8 @@ int run_generate_command(const std::vector<std::string>& args) {
               << " computed, prefix cache hits " << st.prefix_cache_hits << "/"
               << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions"
               << (st.images_encoded + st.mm_cache_hits > 0
-                      ? ", " + std::to_string(st.images_encoded) + " images encoded in " +
+                      ? ", " + std::to_string(st.images_encoded) +
+                            " images and audio clips encoded in " +
                             std::to_string(st.encoder_seconds) + " s, encoder cache hits " +
                             std::to_string(st.mm_cache_hits) + "/" +
                             std::to_string(st.mm_cache_queries)

@@ -42,6 +42,7 @@ struct Variant {
   int vision_soft_tokens_per_image;
   const char* vision;    // vision tower shape: "tiny", "e-series" or "large"; "" for unified
   bool unified = false;  // the encoder-free unified family (Gemma 4 12B)
+  bool audio = false;    // the E2B/E4B audio tower (AudioConfig's defaults are its shape)
 };
 
 // The vision towers (spec §1, §5; HF convert_gemma4_weights.py): E2B/E4B use clipped linears,
@@ -88,7 +89,7 @@ const std::vector<Variant>& variants() {
        .num_kv_shared_layers = 20, .use_double_wide_mlp = true,
        .hidden_size_per_layer_input = 256, .enable_moe_block = false,
        .bidirectional_vision = false, .max_position_embeddings = 131072,
-       .vision_soft_tokens_per_image = 280, .vision = "e-series"},
+       .vision_soft_tokens_per_image = 280, .vision = "e-series", .audio = true},
       {.name = "e4b", .hidden_size = 2560, .intermediate_size = 10240, .num_hidden_layers = 42,
        .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 8,
        .num_key_value_heads = 2, .num_global_key_value_heads = std::nullopt, .head_dim = 256,
@@ -96,7 +97,7 @@ const std::vector<Variant>& variants() {
        .num_kv_shared_layers = 18, .use_double_wide_mlp = false,
        .hidden_size_per_layer_input = 256, .enable_moe_block = false,
        .bidirectional_vision = false, .max_position_embeddings = 131072,
-       .vision_soft_tokens_per_image = 280, .vision = "e-series"},
+       .vision_soft_tokens_per_image = 280, .vision = "e-series", .audio = true},
       {.name = "31b", .hidden_size = 5376, .intermediate_size = 21504, .num_hidden_layers = 60,
        .layer_pattern = {kS, kS, kS, kS, kS, kF}, .num_attention_heads = 32,
        .num_key_value_heads = 16, .num_global_key_value_heads = 4, .head_dim = 256,
@@ -183,6 +184,33 @@ json vision_config(const VisionVariant& v, const char* dtype, int soft_tokens) {
       {"rope_parameters", {{"rope_theta", 100.0}, {"rope_type", "default"}}},
       {"standardize", v.standardize},
       {"use_clipped_linears", v.use_clipped_linears},
+  };
+}
+
+// The E2B/E4B audio_config as the released checkpoints write it: AudioConfig's defaults are
+// HF's Gemma4AudioConfig defaults, which are that tower (spec §2).
+json audio_config(const char* dtype) {
+  const AudioConfig a;
+  return {
+      {"attention_chunk_size", a.attention_chunk_size},
+      {"attention_context_left", a.attention_context_left},
+      {"attention_context_right", a.attention_context_right},
+      {"attention_invalid_logits_value", a.attention_invalid_logits_value},
+      {"attention_logit_cap", a.attention_logit_cap},
+      {"conv_kernel_size", a.conv_kernel_size},
+      {"dtype", dtype},
+      {"gradient_clipping", a.gradient_clipping},
+      {"hidden_act", a.hidden_act},
+      {"hidden_size", a.hidden_size},
+      {"initializer_range", 0.02},
+      {"model_type", "gemma4_audio"},
+      {"num_attention_heads", a.num_attention_heads},
+      {"num_hidden_layers", a.num_hidden_layers},
+      {"output_proj_dims", a.output_proj_dims},
+      {"residual_weight", a.residual_weight},
+      {"rms_norm_eps", a.rms_norm_eps},
+      {"subsampling_conv_channels", a.subsampling_conv_channels},
+      {"use_clipped_linears", a.use_clipped_linears},
   };
 }
 
@@ -340,7 +368,7 @@ json test_model_config(const std::string& preset, DType dtype) {
   }
   return {
       {"architectures", {"Gemma4ForConditionalGeneration"}},
-      {"audio_config", nullptr},
+      {"audio_config", v.audio ? audio_config(dt) : json(nullptr)},
       {"audio_token_id", 258881},
       {"boa_token_id", 256000},
       {"boi_token_id", 255999},
@@ -468,6 +496,47 @@ std::vector<TestTensor> unified_embedder_tensors(const ModelConfig& config, DTyp
   return out;
 }
 
+// Appends an encoder tower's tensors, named in full (the name seeds the values), with the init
+// rules of text_decoder_tensors.
+class TowerTensors {
+ public:
+  TowerTensors(std::vector<TestTensor>* out, DType dtype, std::string prefix, bool clipped)
+      : out_(out), dtype_(dtype), prefix_(std::move(prefix)), clipped_(clipped) {}
+
+  void add(const std::string& name, std::vector<int64_t> shape, TensorInit init) const {
+    const std::string full = prefix_ + name;
+    out_->push_back({TensorSpec{full, dtype_, std::move(shape)}, full, init, std::nullopt, 0});
+  }
+  // N(0, 1/fan_in) over `shape`, whose product of dims after the first is fan_in.
+  void weight(const std::string& name, std::vector<int64_t> shape, int64_t fan_in) const {
+    add(name, std::move(shape), {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(fan_in))});
+  }
+  void linear(const std::string& name, int64_t rows, int64_t fan_in) const {
+    weight(name, {rows, fan_in}, fan_in);
+  }
+  // HF's Gemma4ClippableLinear: NAME.linear.weight, and 0-dim clip bounds when clipped.
+  void clippable(const std::string& name, int64_t rows, int64_t fan_in) const {
+    linear(name + ".linear.weight", rows, fan_in);
+    if (!clipped_) return;
+    // Finite bounds that clip the tails of unit-scale activations (HF's initial ±inf would not).
+    for (const char* lo : {".input_min", ".output_min"}) {
+      add(name + lo, {}, {TensorInit::Kind::kUniform, -3.0f, -2.0f});
+    }
+    for (const char* hi : {".input_max", ".output_max"}) {
+      add(name + hi, {}, {TensorInit::Kind::kUniform, 2.0f, 3.0f});
+    }
+  }
+  void norm(const std::string& name, int64_t n) const {
+    add(name, {n}, {TensorInit::Kind::kNormal, 1.0f, 0.1f});
+  }
+
+ private:
+  std::vector<TestTensor>* out_;
+  DType dtype_;
+  std::string prefix_;
+  bool clipped_;
+};
+
 std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype) {
   if (config.family == ModelFamily::kGemma4Unified) return unified_embedder_tensors(config, dtype);
   std::vector<TestTensor> out;
@@ -476,51 +545,76 @@ std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dt
   const int64_t Hv = v.hidden_size, Iv = v.intermediate_size, hd = v.head_dim;
   const int64_t qw = static_cast<int64_t>(v.num_attention_heads) * hd;
   const int64_t kvw = static_cast<int64_t>(v.num_key_value_heads) * hd;
-  // Named in full (no text prefix): the name seeds the values.
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorInit init) {
-    out.push_back({TensorSpec{name, dtype, std::move(shape)}, name, init, std::nullopt, 0});
-  };
-  const std::string tower = "model.vision_tower.";
-  auto linear = [&](const std::string& name, int64_t rows, int64_t fan_in, bool clippable) {
-    add(tower + name + (clippable ? ".linear.weight" : ""), {rows, fan_in},
-        {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(fan_in))});
-    if (!clippable || !v.use_clipped_linears) return;
-    // Finite bounds that clip the tails of unit-scale activations (HF's initial ±inf would not).
-    for (const char* lo : {".input_min", ".output_min"}) {
-      add(tower + name + lo, {}, {TensorInit::Kind::kUniform, -3.0f, -2.0f});
-    }
-    for (const char* hi : {".input_max", ".output_max"}) {
-      add(tower + name + hi, {}, {TensorInit::Kind::kUniform, 2.0f, 3.0f});
-    }
-  };
-  auto norm = [&](const std::string& name, int64_t n) {
-    add(tower + name, {n}, {TensorInit::Kind::kNormal, 1.0f, 0.1f});
-  };
-  linear("patch_embedder.input_proj.weight", Hv, 3 * int64_t{v.patch_size} * v.patch_size, false);
-  add(tower + "patch_embedder.position_embedding_table", {2, v.position_embedding_size, Hv},
-      {TensorInit::Kind::kNormal, 0.0f, 0.5f});
+  const TowerTensors tower(&out, dtype, "model.vision_tower.", v.use_clipped_linears);
+  tower.linear("patch_embedder.input_proj.weight", Hv, 3 * int64_t{v.patch_size} * v.patch_size);
+  tower.add("patch_embedder.position_embedding_table", {2, v.position_embedding_size, Hv},
+            {TensorInit::Kind::kNormal, 0.0f, 0.5f});
   for (int i = 0; i < v.num_hidden_layers; ++i) {
     const std::string p = "encoder.layers." + std::to_string(i) + ".";
-    norm(p + "input_layernorm.weight", Hv);
-    linear(p + "self_attn.q_proj", qw, Hv, true);
-    linear(p + "self_attn.k_proj", kvw, Hv, true);
-    linear(p + "self_attn.v_proj", kvw, Hv, true);
-    linear(p + "self_attn.o_proj", Hv, qw, true);
-    norm(p + "self_attn.q_norm.weight", hd);
-    norm(p + "self_attn.k_norm.weight", hd);
-    norm(p + "post_attention_layernorm.weight", Hv);
-    norm(p + "pre_feedforward_layernorm.weight", Hv);
-    linear(p + "mlp.gate_proj", Iv, Hv, true);
-    linear(p + "mlp.up_proj", Iv, Hv, true);
-    linear(p + "mlp.down_proj", Hv, Iv, true);
-    norm(p + "post_feedforward_layernorm.weight", Hv);
+    tower.norm(p + "input_layernorm.weight", Hv);
+    tower.clippable(p + "self_attn.q_proj", qw, Hv);
+    tower.clippable(p + "self_attn.k_proj", kvw, Hv);
+    tower.clippable(p + "self_attn.v_proj", kvw, Hv);
+    tower.clippable(p + "self_attn.o_proj", Hv, qw);
+    tower.norm(p + "self_attn.q_norm.weight", hd);
+    tower.norm(p + "self_attn.k_norm.weight", hd);
+    tower.norm(p + "post_attention_layernorm.weight", Hv);
+    tower.norm(p + "pre_feedforward_layernorm.weight", Hv);
+    tower.clippable(p + "mlp.gate_proj", Iv, Hv);
+    tower.clippable(p + "mlp.up_proj", Iv, Hv);
+    tower.clippable(p + "mlp.down_proj", Hv, Iv);
+    tower.norm(p + "post_feedforward_layernorm.weight", Hv);
   }
   if (v.standardize) {
-    add(tower + "std_bias", {Hv}, {TensorInit::Kind::kNormal, 0.0f, 0.5f});
-    add(tower + "std_scale", {Hv}, {TensorInit::Kind::kUniform, 0.5f, 1.5f});
+    tower.add("std_bias", {Hv}, {TensorInit::Kind::kNormal, 0.0f, 0.5f});
+    tower.add("std_scale", {Hv}, {TensorInit::Kind::kUniform, 0.5f, 1.5f});
   }
-  add("model.embed_vision.embedding_projection.weight", {config.text.hidden_size, Hv},
-      {TensorInit::Kind::kNormal, 0.0f, 1.0f / std::sqrt(float(Hv))});
+  TowerTensors(&out, dtype, "model.embed_vision.", false)
+      .linear("embedding_projection.weight", config.text.hidden_size, Hv);
+  return out;
+}
+
+std::vector<TestTensor> audio_tower_tensors(const ModelConfig& config, DType dtype) {
+  std::vector<TestTensor> out;
+  if (!config.audio) return out;
+  const AudioConfig& a = *config.audio;
+  const int64_t H = a.hidden_size, c0 = a.subsampling_conv_channels[0];
+  const int64_t c1 = a.subsampling_conv_channels[1], K = a.conv_kernel_size;
+  const TowerTensors tower(&out, dtype, "model.audio_tower.", a.use_clipped_linears);
+  const std::string sub = "subsample_conv_projection.";
+  tower.weight(sub + "layer0.conv.weight", {c0, 1, 3, 3}, 9);
+  tower.norm(sub + "layer0.norm.weight", c0);
+  tower.weight(sub + "layer1.conv.weight", {c1, c0, 3, 3}, c0 * 9);
+  tower.norm(sub + "layer1.norm.weight", c1);
+  tower.linear(sub + "input_proj_linear.weight", H, (c0 / 4) * c1);
+  for (int i = 0; i < a.num_hidden_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const char* ff : {"feed_forward1.", "feed_forward2."}) {
+      tower.norm(p + ff + "pre_layer_norm.weight", H);
+      tower.clippable(p + ff + "ffw_layer_1", 4 * H, H);
+      tower.clippable(p + ff + "ffw_layer_2", H, 4 * H);
+      tower.norm(p + ff + "post_layer_norm.weight", H);
+    }
+    tower.norm(p + "norm_pre_attn.weight", H);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "post"}) {
+      tower.clippable(p + "self_attn." + proj, H, H);
+    }
+    tower.linear(p + "self_attn.relative_k_proj.weight", H, H);
+    // softplus(per_dim_scale) scales the queries: around HF's initial softplus(0).
+    tower.add(p + "self_attn.per_dim_scale", {a.head_dim()},
+              {TensorInit::Kind::kNormal, 0.0f, 0.1f});
+    tower.norm(p + "norm_post_attn.weight", H);
+    tower.norm(p + "lconv1d.pre_layer_norm.weight", H);
+    tower.clippable(p + "lconv1d.linear_start", 2 * H, H);
+    tower.weight(p + "lconv1d.depthwise_conv1d.weight", {H, 1, K}, K);
+    tower.norm(p + "lconv1d.conv_norm.weight", H);
+    tower.clippable(p + "lconv1d.linear_end", H, H);
+    tower.norm(p + "norm_out.weight", H);
+  }
+  tower.linear("output_proj.weight", a.output_proj_dims, H);
+  tower.add("output_proj.bias", {a.output_proj_dims}, {TensorInit::Kind::kNormal, 0.0f, 0.1f});
+  TowerTensors(&out, dtype, "model.embed_audio.", false)
+      .linear("embedding_projection.weight", config.text.hidden_size, a.output_proj_dims);
   return out;
 }
 
@@ -533,6 +627,7 @@ TestModelSpec make_test_model_spec(const std::string& preset, DType dtype) {
   const ModelConfig mc = parse_model_config(spec.config, "preset '" + preset + "'");
   spec.tensors = text_decoder_tensors(mc, float_dtype);
   for (TestTensor& t : vision_tower_tensors(mc, float_dtype)) spec.tensors.push_back(std::move(t));
+  for (TestTensor& t : audio_tower_tensors(mc, float_dtype)) spec.tensors.push_back(std::move(t));
   if (dtype_is_quantized(dtype)) {
     std::map<std::string, DType> stored;
     for (TestTensor& t : spec.tensors) {
@@ -558,6 +653,7 @@ void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann
   const ModelConfig mc = parse_model_config(config, dir.string() + "/config.json");
   std::vector<TestTensor> tensors = text_decoder_tensors(mc, dtype);
   for (TestTensor& t : vision_tower_tensors(mc, dtype)) tensors.push_back(std::move(t));
+  for (TestTensor& t : audio_tower_tensors(mc, dtype)) tensors.push_back(std::move(t));
   std::vector<TensorSpec> specs;
   for (const auto& x : tensors) specs.push_back(x.spec);
   write_safetensors(dir, specs, plan_single_file(specs, {{"format", "pt"}}),

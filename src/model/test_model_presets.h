@@ -39,7 +39,7 @@ struct TestModelSpec {
   std::string preset;
   nlohmann::json config;             // config.json
   nlohmann::json generation_config;  // generation_config.json
-  std::vector<TestTensor> tensors;   // the text decoder's, then the vision tower's
+  std::vector<TestTensor> tensors;   // the text decoder's, then the vision and audio towers'
 
   int64_t num_parameters() const;  // logical elements (quantized tensors count their values)
   uint64_t total_bytes() const;    // tensor data only
@@ -50,8 +50,9 @@ struct TestModelSpec {
 const std::vector<std::string>& test_model_preset_names();
 
 // config.json of a preset in the official Gemma4ForConditionalGeneration layout (nested
-// text_config, the variant's vision_config, audio_config null: no audio tower). `dtype` only
-// sets the "dtype" fields. Throws InputError naming the preset when unknown.
+// text_config, the variant's vision_config, and for e2b / e4b the real audio_config; null for
+// the others, which have no audio tower). `dtype` only sets the "dtype" fields. Throws
+// InputError naming the preset when unknown.
 nlohmann::json test_model_config(const std::string& preset, DType dtype = DType::kBF16);
 
 // generation_config.json of an instruction-tuned Gemma 4: stop ids [1, 106, 50], bos 2, pad 0,
@@ -69,13 +70,18 @@ std::vector<TestTensor> text_decoder_tensors(const ModelConfig& config, DType dt
 // bounds with use_clipped_linears, std_bias/std_scale with standardize) and the same init rules.
 std::vector<TestTensor> vision_tower_tensors(const ModelConfig& config, DType dtype);
 
+// The audio tower's and embed_audio's tensors (none without config.audio) under the names
+// weights.cpp binds (`.linear.` wrappers, 0-dim clip bounds with use_clipped_linears), the
+// convolutions N(0, 1/fan_in), per_dim_scale around 0 (HF's initial value), the same rules else.
+std::vector<TestTensor> audio_tower_tensors(const ModelConfig& config, DType dtype);
+
 // Preset config + tensor list. dtype is F32, F16, BF16 or a quantized type (Q8_0, Q4_0, Q4_K:
 // the matrices model/quantize.h quantizes are stored quantized when their rows are whole blocks,
 // the rest as BF16, and config.json gets a quantization_config); InputError otherwise.
 TestModelSpec make_test_model_spec(const std::string& preset, DType dtype);
 
 // Writes `config` (config.json) and random weights of `dtype` (model.safetensors: the text
-// decoder, and the vision tower when the config has one) into `dir`, for configs no preset has
+// decoder, and the vision and audio towers the config has) into `dir`, for configs no preset has
 // (e.g. the tiny text decoder with a real-size vision tower).
 void write_test_model_of_config(const std::filesystem::path& dir, const nlohmann::json& config,
                                 DType dtype, uint64_t seed);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -311,6 +312,57 @@ TEST(GenerateCli, ImagesExpandTheirPlaceholders) {
   r = generate_error(golden_model("vision").string() + " --prompt-ids 2,507 --image " + images +
                      "/missing.png");
   EXPECT_EQ(r.out, "error: --image " + images + "/missing.png: cannot be read\n");
+}
+
+// --audio goes to the next bare <|audio|> of the prompts, in order: on the audio fixture (an
+// audio tower) the expanded prompts and greedy tokens are transformers' (speech_s16: one clip;
+// two_audio: two clips, so the third --audio goes to the second prompt's second placeholder).
+TEST(GenerateCli, AudioFillsItsPlaceholdersAsTransformersDoes) {
+  const json ref = golden_ref("audio");
+  const std::string audio = (source_dir() / "tests/data/audio").string();
+  std::map<std::string, json> cases;
+  for (const json& c : ref["cases"]) cases[c["name"]] = c;
+  const json& one = cases.at("speech_s16");
+  const json& two = cases.at("two_audio");
+  int code = -1;
+  const std::vector<json> out = generate(
+      golden_model("audio").string() + " --prompt-ids " + ids_arg(one["prompt_ids_placeholder"]) +
+          " --prompt-ids " + ids_arg(two["prompt_ids_placeholder"]) + " --audio " + audio +
+          "/speech_16k_mono_s16.wav --audio " + audio + "/speech_16k_mono_s16.wav --audio " +
+          audio + "/sweep_16k_mono_f32.wav --max-tokens 16 --temperature 0 --ignore-eos --json",
+      &code);
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const json& c = i == 0 ? one : two;
+    SCOPED_TRACE(c["name"].get<std::string>());
+    EXPECT_EQ(out[i]["prompt_token_ids"], c["prompt_ids"]);
+    const json& steps = c["greedy"]["steps"];
+    for (size_t k = 0; k < steps.size(); ++k) {
+      ASSERT_EQ(out[i]["token_ids"][k], steps[k]["token"]) << "step " << k;
+      if (steps[k]["margin"].get<double>() < 1e-3) break;  // a near-tie: either token is right
+    }
+  }
+
+  const std::string model = golden_model("audio").string() + " --prompt-ids 2,237,511 ";
+  auto r = generate_error(model + "--audio " + audio + "/blip_16k_mono_s16.wav --audio " + audio +
+                          "/blip_16k_mono_s16.wav");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out,
+            "error: --audio: 2 audio clip(s) given but the prompts hold only 1 <|audio|> "
+            "token(s)\n");
+  r = generate_error(model + "--audio " + audio + "/missing.wav");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "error: --audio " + audio + "/missing.wav: cannot be read\n");
+  const std::string png = (source_dir() / "tests/data/images/gradient_16x16.png").string();
+  r = generate_error(model + "--audio " + png);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("error: --audio " + png + ": ", 0), 0u) << r.out;
+  // A model without an audio tower says so.
+  r = generate_error(golden_model("vision").string() + " --prompt-ids 2,511 --audio " + audio +
+                     "/blip_16k_mono_s16.wav");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("does not accept audio input"), std::string::npos) << r.out;
 }
 
 }  // namespace

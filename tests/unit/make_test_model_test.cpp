@@ -281,6 +281,19 @@ int64_t count_vision_params(const VisionGeometry& v, int64_t H) {
 const VisionGeometry kLargeTower{1152, 4304, 27, 16, 72, false, true};
 const VisionGeometry kESeriesTower{768, 3072, 16, 12, 64, true, false};
 
+// The E2B/E4B audio tower's parameters (spec §2, §4): 12 conformer layers of 1024, 8 heads,
+// subsampling channels 128 and 32, kernel 5, output 1536, and the projection into hidden H.
+int64_t count_audio_params(int64_t H) {
+  const int64_t A = 1024, L = 12, hd = 128, K = 5, P = 1536;
+  int64_t n = 128 * 9 + 128 + 32 * 128 * 9 + 32 + A * (32 * 32);  // convs, norms, input_proj
+  const int64_t feed_forward = 2 * A + 2 * 4 * A * A;             // two norms, two linears
+  const int64_t attention = 4 * A * A + A * A + hd;               // q/k/v/post, relative_k
+  const int64_t light_conv = 2 * A + 2 * A * A + A * A + K * A;   // norms, start, end, conv
+  const int64_t clip_bounds = 10 * 4;                             // 10 clippable linears
+  n += L * (2 * feed_forward + attention + 3 * A + light_conv + clip_bounds);
+  return n + P * A + P + H * P;  // output_proj (+ bias), embed_audio
+}
+
 TEST(MakeTestModel, DryRun31bReportsTheRealParameterCount) {
   const CmdResult r = run_cmd({"--preset", "31b", "--dry-run"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -325,9 +338,12 @@ TEST(MakeTestModel, E2bAndE4bMatchTheSpec) {
   int64_t non_embedding = 0;
   const Geometry e2b{1536, 6144, 35, 8, 1, 1, 256, 512, 5, false, 20, true, 256};
   const TestModelSpec s = make_test_model_spec("e2b", DType::kBF16);
-  EXPECT_EQ(s.num_parameters(),
-            count_params(e2b, &non_embedding) + count_vision_params(kESeriesTower, 1536));
+  EXPECT_EQ(s.num_parameters(), count_params(e2b, &non_embedding) +
+                                    count_vision_params(kESeriesTower, 1536) +
+                                    count_audio_params(1536));
   EXPECT_NEAR(static_cast<double>(non_embedding), 1.88e9, 0.01e9);  // spec §1 sanity check
+  EXPECT_NEAR(static_cast<double>(count_audio_params(1536)), 0.3e9, 0.01e9);  // spec §1
+  EXPECT_NEAR(static_cast<double>(s.num_parameters()), 5.1e9, 0.05e9);        // model card: 5.1B
   const TensorSpec* ple = nullptr;
   for (const auto& t : s.tensors) {
     if (t.key == "embed_tokens_per_layer.weight") ple = &t.spec;
@@ -335,10 +351,86 @@ TEST(MakeTestModel, E2bAndE4bMatchTheSpec) {
   ASSERT_NE(ple, nullptr);
   EXPECT_EQ(ple->shape, (std::vector<int64_t>{262144, 8960}));
   const Geometry e4b{2560, 10240, 42, 8, 2, 2, 256, 512, 6, false, 18, false, 256};
-  EXPECT_EQ(make_test_model_spec("e4b", DType::kBF16).num_parameters(),
-            count_params(e4b) + count_vision_params(kESeriesTower, 2560));
+  EXPECT_EQ(
+      make_test_model_spec("e4b", DType::kBF16).num_parameters(),
+      count_params(e4b) + count_vision_params(kESeriesTower, 2560) + count_audio_params(2560));
   // f32 doubles the bytes.
   EXPECT_EQ(make_test_model_spec("e2b", DType::kF32).total_bytes(), 2 * s.total_bytes());
+}
+
+// E2B's audio tower (E4B's is the same tower): the released audio_config and multimodal ids,
+// the tensors under the names and shapes of spec §4.
+TEST(MakeTestModel, E2bHasTheRealAudioTower) {
+  const json c = test_model_config("e2b");
+  const json& a = c["audio_config"];
+  EXPECT_EQ(a["model_type"], "gemma4_audio");
+  EXPECT_EQ(a["hidden_size"], 1024);
+  EXPECT_EQ(a["num_hidden_layers"], 12);
+  EXPECT_EQ(a["num_attention_heads"], 8);
+  EXPECT_EQ(a["conv_kernel_size"], 5);
+  EXPECT_EQ(a["attention_chunk_size"], 12);
+  EXPECT_EQ(a["attention_context_left"], 13);
+  EXPECT_EQ(a["attention_context_right"], 0);
+  EXPECT_EQ(a["output_proj_dims"], 1536);
+  EXPECT_EQ(a["subsampling_conv_channels"], json({128, 32}));
+  EXPECT_EQ(c["audio_token_id"], 258881);
+  EXPECT_EQ(c["boa_token_id"], 256000);
+  EXPECT_EQ(c["eoa_token_index"], 258883);
+  EXPECT_EQ(test_model_config("e4b")["audio_config"], a);
+  for (const char* preset : {"tiny", "31b", "26b-a4b"}) {
+    EXPECT_TRUE(test_model_config(preset)["audio_config"].is_null()) << preset;
+  }
+  const CmdResult r = run_cmd({"--preset", "e2b", "--dry-run"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* line :
+       {"model.audio_tower.subsample_conv_projection.layer0.conv.weight BF16 [128, 1, 3, 3]\n",
+        "model.audio_tower.subsample_conv_projection.layer1.conv.weight BF16 [32, 128, 3, 3]\n",
+        "model.audio_tower.subsample_conv_projection.input_proj_linear.weight BF16 [1024, 1024]\n",
+        "model.audio_tower.layers.11.feed_forward2.ffw_layer_1.linear.weight BF16 [4096, 1024]\n",
+        "model.audio_tower.layers.11.self_attn.relative_k_proj.weight BF16 [1024, 1024]\n",
+        "model.audio_tower.layers.11.self_attn.per_dim_scale BF16 [128]\n",
+        "model.audio_tower.layers.11.self_attn.post.output_max BF16 []\n",
+        "model.audio_tower.layers.11.lconv1d.linear_start.linear.weight BF16 [2048, 1024]\n",
+        "model.audio_tower.layers.11.lconv1d.depthwise_conv1d.weight BF16 [1024, 1, 5]\n",
+        "model.audio_tower.output_proj.weight BF16 [1536, 1024]\n",
+        "model.audio_tower.output_proj.bias BF16 [1536]\n",
+        "model.embed_audio.embedding_projection.weight BF16 [1536, 1536]\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line;
+  }
+}
+
+// The audio tower's random weights bind (every name and shape weights.cpp asks for, nothing
+// left over) and encode a clip to finite rows, at the fixture's small tower size.
+TEST(MakeTestModel, AudioTowerWeightsLoadAndEncode) {
+  TempDir tmp;
+  json config = test_model_config("tiny");
+  config["audio_config"] = test_model_config("e2b")["audio_config"];
+  for (auto [key, value] : {std::pair{"hidden_size", 32},
+                            {"num_hidden_layers", 2},
+                            {"num_attention_heads", 2},
+                            {"output_proj_dims", 48}}) {
+    config["audio_config"][key] = value;
+  }
+  config["audio_config"]["subsampling_conv_channels"] = {128, 16};
+  write_test_model_of_config(tmp.path(), config, DType::kBF16, 5);
+  ::testing::internal::CaptureStderr();
+  ModelWeights weights = load_model_weights(tmp.path());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find("ignoring"), std::string::npos) << log;
+  Gemma4Model model(std::move(weights), std::make_shared<ThreadPool>(2));
+  ASSERT_TRUE(model.accepts_audio());
+  std::vector<float> clip(16000);
+  for (size_t i = 0; i < clip.size(); ++i) clip[i] = 0.5f * std::sin(0.06f * float(i));
+  std::vector<float> rows;
+  model.encode_audio(clip, &rows);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(model.audio_soft_tokens(16000) * 64));
+  EXPECT_EQ(model.audio_soft_tokens(16000), 25);  // 1 s: 40 ms per soft token
+  double sq = 0;
+  for (float x : rows) {
+    ASSERT_TRUE(std::isfinite(x));
+    sq += double{x} * x;
+  }
+  EXPECT_GT(sq, 0.0);
 }
 
 TEST(MakeTestModel, BadFlagsExitWithUsage) {
