@@ -16,7 +16,7 @@ namespace gemmaserve {
 bool Engine::image_ready(const std::string& scheduler_id, size_t image) {
   RequestMedia& img = sequences_.at(scheduler_id)->owner->images.at(image);
   if (img.rows) return true;
-  if (img.job || img.looked_up || !encoder_cache_.enabled()) return false;
+  if (img.job || img.audio_job || img.looked_up || !encoder_cache_.enabled()) return false;
   img.looked_up = true;
   ++counters_.mm_cache_queries;
   img.rows = encoder_cache_.find(img.hash);
@@ -25,9 +25,10 @@ bool Engine::image_ready(const std::string& scheduler_id, size_t image) {
 }
 
 // Encoder budget rule: a step may spend max_num_batched_tokens minus the tokens it schedules,
-// one token per patch-stage (one patch through one of an encoder layer's three stages), on the
-// images that stopped its chunks, in scheduling order; the first always advances by one unit
-// (a block of kVisionRowBlock patches through one stage) so encoding never stalls.
+// one token per patch-stage (one patch through one of an encoder layer's three stages; an audio
+// time step through a conformer layer is three), on the media that stopped its chunks, in
+// scheduling order; the first always advances by one unit (a block of kVisionRowBlock patches
+// through one stage, or one audio stage) so encoding never stalls.
 void Engine::run_encoder(StepPlan* plan) {
   if (plan->encodes.empty()) return;
   const auto start = std::chrono::steady_clock::now();
@@ -37,16 +38,23 @@ void Engine::run_encoder(StepPlan* plan) {
     if (advanced && left <= 0) break;
     RequestMedia& image = e.request->images[e.image];
     if (image.rows) continue;
-    if (!image.job && encoder_cache_.enabled()) {
+    if (!image.job && !image.audio_job && encoder_cache_.enabled()) {
       image.rows = encoder_cache_.find(image.hash);  // another request's encode just ended
       if (image.rows) continue;
     }
     if (image.audio) {
-      // One product for the whole clip (the unified embedder: a norm and a projection).
-      auto rows = std::make_shared<std::vector<float>>();
-      model_->encode_audio(image.audio->samples, rows.get());
-      left -= image.where.length;
+      if (!image.audio_job) {
+        std::unique_ptr<AudioEncodeJob> job = model_->begin_audio_encode(image.audio->samples);
+        image.audio_job = std::unique_ptr<AudioEncodeJob, RequestMedia::JobRelease>(
+            job.release(), RequestMedia::JobRelease{encodes_alive_});
+        ++*encodes_alive_;
+      }
+      left -= model_->advance_audio_encode(*image.audio_job, std::max<int64_t>(left, 1));
       advanced = true;
+      if (!image.audio_job->done()) continue;
+      auto rows = std::make_shared<std::vector<float>>();
+      model_->finish_audio_encode(*image.audio_job, rows.get());
+      image.audio_job.reset();
       finish_encode(image, std::move(rows), plan);
       continue;
     }

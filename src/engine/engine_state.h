@@ -43,6 +43,10 @@ struct Engine::RequestMedia {
       std::default_delete<VisionEncodeJob>()(job);
       --*alive;
     }
+    void operator()(AudioEncodeJob* job) const {
+      std::default_delete<AudioEncodeJob>()(job);
+      --*alive;
+    }
   };
   PromptImage image;
   std::optional<PromptAudio> audio;  // set for an audio clip (then `image` is empty)
@@ -53,6 +57,7 @@ struct Engine::RequestMedia {
   // encode in progress; looked_up: the encoder cache missed since rows were last dropped.
   EncodedImage rows;
   std::unique_ptr<VisionEncodeJob, JobRelease> job;
+  std::unique_ptr<AudioEncodeJob, JobRelease> audio_job;  // an audio clip's encode in progress
   bool looked_up = false;
 };
 

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -273,7 +274,18 @@ void Gemma4AudioTower::light_conv(const AudioLayerWeights& l, int64_t t) {
   for (int64_t i = 0; i < t * H; ++i) h_[i] += y_[i];
 }
 
-void Gemma4AudioTower::encode(const AudioFeatures& features, std::vector<float>* out) {
+int64_t AudioEncodeJob::stage_cost(int stage) const {
+  const int64_t steps = t_ > 0 ? t_ : (frames_ + 3) / 4;  // before subsampling: its estimate
+  return stage == 0 || stage == num_stages_ - 1 ? steps : 3 * steps;
+}
+
+int64_t AudioEncodeJob::remaining_cost() const {
+  int64_t cost = 0;
+  for (int s = stage_; s < num_stages_; ++s) cost += stage_cost(s);
+  return cost;
+}
+
+std::unique_ptr<AudioEncodeJob> Gemma4AudioTower::begin(AudioFeatures features) const {
   const AudioTowerWeights& a = w_.audio;
   if (!a) throw InputError("This model has no audio tower (audio_config)");
   const int64_t frames = features.num_frames, padded = features.num_frames_padded;
@@ -283,27 +295,35 @@ void Gemma4AudioTower::encode(const AudioFeatures& features, std::vector<float>*
                      std::to_string(padded) + " padded, " + std::to_string(features.values.size()) +
                      " values) cannot be encoded: a clip needs at least one valid frame");
   }
-  const int64_t bins = static_cast<int64_t>(features.values.size()) / padded;
-  subsample(features.values.data(), frames, bins);
-  const int64_t t = static_cast<int64_t>(h_.size()) / cfg_.hidden_size;
+  auto job = std::make_unique<AudioEncodeJob>();
+  job->frames_ = frames;
+  job->features_ = std::move(features);
+  job->num_stages_ = static_cast<int>(a.layers.size()) + 2;
+  return job;
+}
+
+void Gemma4AudioTower::conformer_layer(const AudioLayerWeights& l, int64_t t) {
   const int64_t H = cfg_.hidden_size;
   const float gc = static_cast<float>(std::min(cfg_.gradient_clipping, double{FLT_MAX}));
-  for (const AudioLayerWeights& l : a.layers) {
-    feed_forward(l.feed_forward1, t);
-    x_.assign(h_.begin(), h_.end());
-    clamp(x_.data(), t * H, -gc, gc);
-    rms_norm_rows(x_.data(), l.norm_pre_attn, t, H, 1e-6f);
-    attention(l, t);
-    clamp(x_.data(), t * H, -gc, gc);
-    rms_norm_rows(x_.data(), l.norm_post_attn, t, H, 1e-6f);
-    for (int64_t i = 0; i < t * H; ++i) h_[i] += x_[i];
-    light_conv(l, t);
-    feed_forward(l.feed_forward2, t);
-    clamp(h_.data(), t * H, -gc, gc);
-    rms_norm_rows(h_.data(), l.norm_out, t, H, 1e-6f);
-  }
+  feed_forward(l.feed_forward1, t);
+  x_.assign(h_.begin(), h_.end());
+  clamp(x_.data(), t * H, -gc, gc);
+  rms_norm_rows(x_.data(), l.norm_pre_attn, t, H, 1e-6f);
+  attention(l, t);
+  clamp(x_.data(), t * H, -gc, gc);
+  rms_norm_rows(x_.data(), l.norm_post_attn, t, H, 1e-6f);
+  for (int64_t i = 0; i < t * H; ++i) h_[i] += x_[i];
+  light_conv(l, t);
+  feed_forward(l.feed_forward2, t);
+  clamp(h_.data(), t * H, -gc, gc);
+  rms_norm_rows(h_.data(), l.norm_out, t, H, 1e-6f);
+}
+
+void Gemma4AudioTower::project(AudioEncodeJob& job) {
+  const AudioTowerWeights& a = w_.audio;
   // The soft tokens HF keeps (its processor caps them at audio_seq_length).
-  const int64_t n = std::min<int64_t>(t, gemma4_audio_soft_tokens(static_cast<int>(frames)));
+  const int64_t n =
+      std::min<int64_t>(job.t_, gemma4_audio_soft_tokens(static_cast<int>(job.frames_)));
   const int64_t P = cfg_.output_proj_dims, text_hidden = a.embedding_projection.rows;
   std::vector<float> proj(static_cast<size_t>(n * P));
   matmul(a.output_proj, h_.data(), n, proj.data());
@@ -313,8 +333,51 @@ void Gemma4AudioTower::encode(const AudioFeatures& features, std::vector<float>*
     for (int64_t i = 0; i < P; ++i) row[i] += a.output_proj_bias[i];
     rms_norm(row, nullptr, P, eps, row);  // embed_audio's weightless pre-projection norm
   }
-  out->resize(static_cast<size_t>(n * text_hidden));
-  matmul(a.embedding_projection, proj.data(), n, out->data());
+  job.out_.resize(static_cast<size_t>(n * text_hidden));
+  matmul(a.embedding_projection, proj.data(), n, job.out_.data());
+}
+
+// One stage, with the job's residual stream in h_ while it runs (the other buffers are scratch).
+void Gemma4AudioTower::run_stage(AudioEncodeJob& job) {
+  if (job.stage_ == 0) {
+    const AudioFeatures& f = job.features_;
+    const int64_t bins = static_cast<int64_t>(f.values.size()) / f.num_frames_padded;
+    subsample(f.values.data(), job.frames_, bins);
+    job.t_ = static_cast<int64_t>(h_.size()) / cfg_.hidden_size;
+    job.features_ = AudioFeatures{};
+  } else {
+    h_.swap(job.h_);
+    if (job.stage_ < job.num_stages_ - 1) {
+      conformer_layer(w_.audio.layers[static_cast<size_t>(job.stage_ - 1)], job.t_);
+    } else {
+      project(job);
+    }
+  }
+  h_.swap(job.h_);
+  ++job.stage_;
+  if (job.done()) job.h_ = {};
+}
+
+int64_t Gemma4AudioTower::advance(AudioEncodeJob& job, int64_t budget) {
+  int64_t spent = 0;
+  while (!job.done()) {
+    const int64_t cost = job.stage_cost(job.stage_);
+    if (spent > 0 && spent + cost > budget) break;
+    run_stage(job);
+    spent += cost;
+  }
+  return spent;
+}
+
+void Gemma4AudioTower::finish(AudioEncodeJob& job, std::vector<float>* out) const {
+  if (!job.done()) throw std::logic_error("finish() on an audio encode that is not done");
+  *out = std::move(job.out_);
+}
+
+void Gemma4AudioTower::encode(const AudioFeatures& features, std::vector<float>* out) {
+  std::unique_ptr<AudioEncodeJob> job = begin(features);
+  while (!job->done()) advance(*job, INT64_MAX);
+  finish(*job, out);
 }
 
 }  // namespace gemmaserve

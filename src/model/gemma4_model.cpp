@@ -212,6 +212,34 @@ void Gemma4Model::encode_audio(std::span<const float> samples, std::vector<float
   scratch_->unified->encode_audio(samples, out);
 }
 
+std::unique_ptr<AudioEncodeJob> Gemma4Model::begin_audio_encode(std::span<const float> samples) {
+  if (!accepts_audio()) throw InputError(kNoAudioInput);
+  if (scratch_->audio) {
+    audio_soft_tokens(static_cast<int64_t>(samples.size()));  // the refusal of short clips
+    return scratch_->audio->begin(scratch_->audio_features->extract(samples));
+  }
+  auto job = std::make_unique<AudioEncodeJob>();
+  job->samples_.assign(samples.begin(), samples.end());
+  job->t_ = audio_soft_tokens(static_cast<int64_t>(samples.size()));
+  job->num_stages_ = 1;
+  return job;
+}
+
+int64_t Gemma4Model::advance_audio_encode(AudioEncodeJob& job, int64_t budget) {
+  if (scratch_->audio) return scratch_->audio->advance(job, budget);
+  if (!scratch_->unified) throw InputError(kNoAudioInput);
+  if (job.done()) return 0;
+  scratch_->unified->encode_audio(job.samples_, &job.out_);
+  job.samples_ = {};
+  job.stage_ = job.num_stages_;
+  return job.t_;
+}
+
+void Gemma4Model::finish_audio_encode(AudioEncodeJob& job, std::vector<float>* out) {
+  if (!job.done()) throw std::logic_error("finish_audio_encode() on an unfinished encode");
+  *out = std::move(job.out_);
+}
+
 void Gemma4Model::encode_audio_features(const AudioFeatures& features, std::vector<float>* out) {
   if (!scratch_->audio) {
     throw InputError("This model does not take audio features: it has no audio tower.");

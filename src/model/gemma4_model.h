@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "model/gemma4_audio_features.h"
+#include "model/gemma4_audio_tower.h"
 #include "model/gemma4_vision.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -145,6 +146,12 @@ class Gemma4Model {
   bool accepts_audio() const;
   int64_t audio_soft_tokens(int64_t samples) const;
   void encode_audio(std::span<const float> samples, std::vector<float>* out);
+  // The same, resumable, so the engine slices a clip's encode between steps as it slices an
+  // image's: `budget` in time-step stages (AudioEncodeJob); advance returns what it spent (at
+  // least one stage). The 12B's embedder is one stage. Bit-identical to encode_audio.
+  std::unique_ptr<AudioEncodeJob> begin_audio_encode(std::span<const float> samples);
+  int64_t advance_audio_encode(AudioEncodeJob& job, int64_t budget);
+  void finish_audio_encode(AudioEncodeJob& job, std::vector<float>* out);
   // The audio tower's soft tokens of one clip's log-mel features (as the extractor gives them,
   // padded or not): gemma4_audio_soft_tokens(features.num_frames) rows of hidden_size into `out`.
   // InputError when the model has no audio tower or the features are malformed.

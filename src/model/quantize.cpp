@@ -123,6 +123,7 @@ void quantize_model_weights(ModelWeights& w, DType type, ThreadPool* pool,
   }
   for (WeightMatrix* m : w.vision.linear_matrices()) todo.push_back({m, false});
   for (WeightMatrix* m : w.unified.linear_matrices()) todo.push_back({m, false});
+  for (WeightMatrix* m : w.audio.linear_matrices()) todo.push_back({m, false});
   quantize_weight_matrices(todo, type, pool, &w.owned_buffers, progress);
   if (tied) w.lm_head = w.embed_tokens;
 }

@@ -34,6 +34,7 @@ void interleave_weights(ModelWeights& w, ThreadPool* pool) {
   }
   for (WeightMatrix* m : w.vision.linear_matrices()) todo.emplace_back(m, m->rows);
   for (WeightMatrix* m : w.unified.linear_matrices()) todo.emplace_back(m, m->rows);
+  for (WeightMatrix* m : w.audio.linear_matrices()) todo.emplace_back(m, m->rows);
   std::erase_if(todo, [](const auto& item) {
     const auto& [m, slice_rows] = item;
     return !*m || m->layout != WeightLayout::kRows || !cpu::interleave_preferred(m->dtype) ||

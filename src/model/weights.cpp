@@ -209,6 +209,7 @@ void keep_built_buffers(ModelWeights& w,
   std::vector<const WeightMatrix*> held = held_matrices(w);
   for (WeightMatrix* m : w.vision.linear_matrices()) held.push_back(m);
   for (WeightMatrix* m : w.unified.linear_matrices()) held.push_back(m);
+  for (WeightMatrix* m : w.audio.linear_matrices()) held.push_back(m);
   for (const WeightMatrix* m : held) {
     if (auto it = by_data.find(m->data); it != by_data.end()) w.owned_buffers.push_back(it->second);
   }
@@ -247,6 +248,24 @@ std::vector<WeightMatrix*> VisionWeights::linear_matrices() {
     }
   }
   if (embedding_projection) out.push_back(&embedding_projection);
+  return out;
+}
+
+std::vector<WeightMatrix*> AudioTowerWeights::linear_matrices() {
+  std::vector<WeightMatrix*> out;
+  if (input_proj_linear) out.push_back(&input_proj_linear);
+  for (AudioLayerWeights& l : layers) {
+    for (ClippedLinear* c :
+         {&l.feed_forward1.ffw_layer_1, &l.feed_forward1.ffw_layer_2, &l.feed_forward2.ffw_layer_1,
+          &l.feed_forward2.ffw_layer_2, &l.q_proj, &l.k_proj, &l.v_proj, &l.post,
+          &l.lconv_linear_start, &l.lconv_linear_end}) {
+      if (c->w) out.push_back(&c->w);
+    }
+    if (l.relative_k_proj) out.push_back(&l.relative_k_proj);
+  }
+  for (WeightMatrix* m : {&output_proj, &embedding_projection}) {
+    if (*m) out.push_back(m);
+  }
   return out;
 }
 

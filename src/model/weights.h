@@ -108,6 +108,8 @@ struct AudioTowerWeights {
   std::vector<float> output_proj_bias;  // [output_proj_dims]
   WeightMatrix embedding_projection;    // [text hidden, output_proj_dims] (embed_audio)
   explicit operator bool() const { return !layers.empty(); }
+  // The matrices --quantization and the kernels' row regrouping apply to.
+  std::vector<WeightMatrix*> linear_matrices();
 };
 
 // Gemma 4 12B's encoder-free embedders (family kGemma4Unified; empty otherwise). Image:

@@ -228,6 +228,56 @@ TEST_F(AudioGolden, BatchedClipEqualsAlone) {
   EXPECT_THROW(model_->audio_soft_tokens(100), InputError);  // no feature frame
 }
 
+// The resumable encode (what the engine slices between steps) gives encode_audio's rows bit for
+// bit however the slices fall: one stage at a time, or several.
+TEST_F(AudioGolden, SlicedEncodeEqualsWhole) {
+  const std::vector<float> speech = *decode_clip("speech_16k_mono_s16.wav");
+  std::vector<float> whole;
+  model_->encode_audio(speech, &whole);
+  for (const int64_t budget : {int64_t{1}, int64_t{150}}) {
+    std::unique_ptr<AudioEncodeJob> job = model_->begin_audio_encode(speech);
+    const int64_t cost = job->remaining_cost();
+    int64_t spent = 0, calls = 0;
+    while (!job->done()) {
+      spent += model_->advance_audio_encode(*job, budget);
+      ++calls;
+    }
+    EXPECT_EQ(spent, cost) << budget;
+    EXPECT_EQ(job->remaining_cost(), 0);
+    EXPECT_GT(calls, 2) << "the encode runs in slices at budget " << budget;
+    std::vector<float> sliced;
+    model_->finish_audio_encode(*job, &sliced);
+    EXPECT_EQ(sliced, whole) << budget;
+  }
+}
+
+// --quantization q8_0 quantizes the tower's matrices too (as the vision tower's), and its soft
+// tokens stay close to the float tower's.
+TEST_F(AudioGolden, QuantizedTowerStaysClose) {
+  WeightLoadOptions options;
+  options.quantization = DType::kQ8_0;
+  ModelWeights weights = load_model_weights(kModel, nullptr, options);
+  for (WeightMatrix* m : weights.audio.linear_matrices()) {
+    if (m->cols % 32 == 0) {
+      EXPECT_EQ(m->dtype, DType::kQ8_0);
+    }
+  }
+  Gemma4Model quantized(std::move(weights), std::make_shared<ThreadPool>(2));
+  const std::vector<float> speech = *decode_clip("speech_16k_mono_s16.wav");
+  std::vector<float> exact, q8;
+  model_->encode_audio(speech, &exact);
+  quantized.encode_audio(speech, &q8);
+  ASSERT_EQ(q8.size(), exact.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < q8.size(); ++i) {
+    err += (q8[i] - exact[i]) * double(q8[i] - exact[i]);
+    norm += exact[i] * double(exact[i]);
+  }
+  std::printf("AUDIO q8_0 tower relative rms error = %.2e\n", std::sqrt(err / norm));
+  EXPECT_LT(std::sqrt(err / norm), 0.05);
+  EXPECT_GT(err, 0.0) << "the quantized tower computed with other weights";
+}
+
 // audio_config values the tower cannot run are refused, naming the field.
 TEST(AudioConfig, RefusesWhatTheTowerCannotRun) {
   const nlohmann::json base = read_json(kModel / "config.json");
