@@ -241,7 +241,9 @@ Engine::Engine(const EngineArgs& args)
   model_options.matmul_precision =
       parse_matmul_precision(args_.cpu_matmul_precision, "--cpu-matmul-precision");
   log_matmul_precision(model_options.matmul_precision, weights);
+  const bool audio_tower = weights.config.audio.has_value();
   model_ = std::make_unique<Gemma4Model>(std::move(weights), pool_, model_options, communicator);
+  if (audio_tower) model_->set_audio_feature_options(load_gemma4_audio_feature_config(dir));
   SpeculativeTarget spec_target;
   spec_target.vocab_size = model_->vocab_size();
   spec_target.max_model_len = max_model_len_;

@@ -212,6 +212,11 @@ void Gemma4Model::encode_audio(std::span<const float> samples, std::vector<float
   scratch_->unified->encode_audio(samples, out);
 }
 
+void Gemma4Model::set_audio_feature_options(const Gemma4AudioFeatureOptions& options) {
+  if (!scratch_->audio_features) return;  // no tower, or a rank other than 0
+  scratch_->audio_features = std::make_unique<Gemma4AudioFeatureExtractor>(options);
+}
+
 std::unique_ptr<AudioEncodeJob> Gemma4Model::begin_audio_encode(std::span<const float> samples) {
   if (!accepts_audio()) throw InputError(kNoAudioInput);
   if (scratch_->audio) {

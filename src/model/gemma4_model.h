@@ -146,6 +146,9 @@ class Gemma4Model {
   bool accepts_audio() const;
   int64_t audio_soft_tokens(int64_t samples) const;
   void encode_audio(std::span<const float> samples, std::vector<float>* out);
+  // The checkpoint's feature extractor settings for the audio tower (load_gemma4_audio_feature_
+  // config; the defaults until set). InputError for options the extractor cannot run.
+  void set_audio_feature_options(const Gemma4AudioFeatureOptions& options);
   // The same, resumable, so the engine slices a clip's encode between steps as it slices an
   // image's: `budget` in time-step stages (AudioEncodeJob); advance returns what it spent (at
   // least one stage). The 12B's embedder is one stage. Bit-identical to encode_audio.

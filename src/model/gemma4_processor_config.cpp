@@ -236,4 +236,25 @@ Gemma4ImageProcessorOptions load_gemma4_image_processor_config(
   return read_section(nlohmann::json::object(), "built-in defaults", vision);
 }
 
+Gemma4AudioFeatureOptions load_gemma4_audio_feature_config(const fs::path& dir) {
+  const fs::path processor_file = dir / "processor_config.json";
+  const fs::path preprocessor_file = dir / "preprocessor_config.json";
+  if (fs::exists(processor_file)) {
+    const nlohmann::json processor = read_json_file(processor_file);
+    if (processor.is_object() && processor.contains("feature_extractor")) {
+      return parse_gemma4_audio_feature_options(
+          processor["feature_extractor"],
+          processor_file.filename().string() + " feature_extractor");
+    }
+  }
+  if (fs::exists(preprocessor_file)) {
+    const nlohmann::json flat = read_json_file(preprocessor_file);
+    if (flat.is_object() &&
+        flat.value("feature_extractor_type", "") == "Gemma4AudioFeatureExtractor") {
+      return parse_gemma4_audio_feature_options(flat, preprocessor_file.filename().string());
+    }
+  }
+  return Gemma4AudioFeatureOptions{};
+}
+
 }  // namespace gemmaserve

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "model/config.h"
+#include "model/gemma4_audio_features.h"
 #include "model/gemma4_image_processor.h"
 
 namespace gemmaserve {
@@ -29,5 +30,11 @@ inline Gemma4ImageProcessorOptions load_gemma4_image_processor_config(
     const std::filesystem::path& dir, const VisionConfig& vision) {
   return load_gemma4_image_processor_config(dir, image_processor_geometry(vision));
 }
+
+// The checkpoint's audio feature extractor settings, as AutoProcessor reads them: the
+// "feature_extractor" section of processor_config.json, else preprocessor_config.json when it is
+// the feature extractor's (feature_extractor_type Gemma4AudioFeatureExtractor), else the
+// extractor's defaults. InputError naming the file and field for a value it cannot apply.
+Gemma4AudioFeatureOptions load_gemma4_audio_feature_config(const std::filesystem::path& dir);
 
 }  // namespace gemmaserve

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "io/audio/audio_decode.h"
+#include "model/gemma4_processor_config.h"
 #include "test_support.h"
 
 namespace gemmaserve {
@@ -335,6 +336,48 @@ TEST(Gemma4AudioFeatures, RefusesSettingsItCannotApply) {
                  "audio feature extractor: fft_length 500 must be a power of two no smaller than "
                  "frame_length 320");
   }
+}
+
+}  // namespace
+}  // namespace gemmaserve
+
+namespace gemmaserve {
+namespace {
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// Where a checkpoint keeps its extractor: processor_config.json's feature_extractor section
+// first, then a flat preprocessor_config.json that is the extractor's, else the defaults.
+TEST(Gemma4AudioFeatureConfig, ReadsTheCheckpointsOwnSettings) {
+  testing::TempDir dir;
+  EXPECT_EQ(load_gemma4_audio_feature_config(dir.path()).mel_floor, 1e-3);  // no files: defaults
+  write_file(dir.path() / "preprocessor_config.json",
+             R"({"image_processor_type": "Gemma4ImageProcessor", "mel_floor": 0.5})");
+  EXPECT_EQ(load_gemma4_audio_feature_config(dir.path()).mel_floor, 1e-3)
+      << "an image processor's flat file is not read as the extractor's";
+  write_file(dir.path() / "preprocessor_config.json",
+             R"({"feature_extractor_type": "Gemma4AudioFeatureExtractor", "mel_floor": 0.01})");
+  EXPECT_EQ(load_gemma4_audio_feature_config(dir.path()).mel_floor, 0.01);
+  write_file(dir.path() / "processor_config.json",
+             R"({"feature_extractor": {"mel_floor": 0.02, "feature_size": 64}})");
+  const Gemma4AudioFeatureOptions o = load_gemma4_audio_feature_config(dir.path());
+  EXPECT_EQ(o.mel_floor, 0.02);
+  EXPECT_EQ(o.feature_size, 64);
+  write_file(dir.path() / "processor_config.json", R"({"feature_extractor": {"dither": 0.5}})");
+  try {
+    load_gemma4_audio_feature_config(dir.path());
+    ADD_FAILURE() << "dither 0.5 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("processor_config.json feature_extractor: dither 0.5", 0),
+              0u)
+        << e.what();
+  }
+  const Gemma4AudioFeatureOptions fixture =
+      load_gemma4_audio_feature_config(testing::source_dir() / "tests/data/golden/models/audio");
+  EXPECT_EQ(fixture.feature_size, 128);
+  EXPECT_EQ(fixture.hop_length, 160);
 }
 
 }  // namespace
