@@ -192,6 +192,36 @@ TEST(EngineAudioTower, LongClipIsHeardInPieces) {
   EXPECT_EQ(engine->stats().num_waiting, 0);
 }
 
+// Batch invariance with audio: each clip's request gives bitwise the same tokens and logprobs
+// alone, among the others, with prefix-cache and encoder-cache hits, and in 7-token chunks.
+TEST(EngineAudioTower, BatchInvariantAloneTogetherCachedAndChunked) {
+  EngineArgs args = tiny_args("audio");
+  args.kv_cache_dtype = "f32";
+  std::vector<EngineRequest> requests;
+  for (const char* name : {"speech_s16", "sweep_f32", "stereo_s16", "two_audio", "blip_1234"}) {
+    EngineRequest r = case_request(name, "audio");
+    r.params.logprobs = 3;
+    r.params.max_tokens = 8;
+    requests.push_back(std::move(r));
+  }
+  args.enable_prefix_caching = false;
+  const enginetest::RunResult alone = enginetest::run_alone(*make_engine(args), requests);
+  args.enable_prefix_caching = true;
+  auto engine = make_engine(args);
+  const enginetest::RunResult together = run_together(*engine, requests);
+  const enginetest::RunResult cached = run_together(*engine, requests);
+  EXPECT_GT(engine->stats().prefix_cache_hits, 0u);
+  EXPECT_LT(together.steps, alone.steps) << "the requests shared steps";
+  args.long_prefill_token_threshold = 7;
+  const enginetest::RunResult chunked = run_together(*make_engine(args), requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::string& id = requests[i].request_id;
+    enginetest::expect_same_outputs(alone.outputs[i], together.outputs[i], "together " + id);
+    enginetest::expect_same_outputs(alone.outputs[i], cached.outputs[i], "cached " + id);
+    enginetest::expect_same_outputs(alone.outputs[i], chunked.outputs[i], "chunked " + id);
+  }
+}
+
 TEST(EngineUnified, AudioLimitsAndErrors) {
   EngineArgs args = tiny_args("unified");
   args.kv_cache_dtype = "f32";  // the reference is float32 throughout
