@@ -124,8 +124,7 @@ int Engine::audio_soft_tokens(size_t samples) const {
 }
 
 std::vector<audio::SampleRange> Engine::audio_pieces(std::span<const float> samples) const {
-  constexpr double kRate = 16000;
-  const double seconds = static_cast<double>(samples.size()) / kRate;
+  const double seconds = static_cast<double>(samples.size()) / PromptAudio::kSampleRate;
   if (seconds > args_.max_audio_seconds) {
     char text[96];
     std::snprintf(text, sizeof text,

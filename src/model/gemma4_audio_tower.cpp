@@ -374,8 +374,8 @@ void Gemma4AudioTower::finish(AudioEncodeJob& job, std::vector<float>* out) cons
   *out = std::move(job.out_);
 }
 
-void Gemma4AudioTower::encode(const AudioFeatures& features, std::vector<float>* out) {
-  std::unique_ptr<AudioEncodeJob> job = begin(features);
+void Gemma4AudioTower::encode(AudioFeatures features, std::vector<float>* out) {
+  std::unique_ptr<AudioEncodeJob> job = begin(std::move(features));
   while (!job->done()) advance(*job, INT64_MAX);
   finish(*job, out);
 }

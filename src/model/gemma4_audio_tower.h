@@ -49,7 +49,7 @@ class Gemma4AudioTower {
   // before each convolution and masks them as keys, and every later op looks back only, so a
   // clip padded in a batch gives the same rows. InputError for malformed features.
   // Same as begin() + advance() until done + finish(): the result does not depend on slicing.
-  void encode(const AudioFeatures& features, std::vector<float>* out);
+  void encode(AudioFeatures features, std::vector<float>* out);
   // The resumable form: `budget` in time-step stages (AudioEncodeJob::remaining_cost's unit);
   // advance runs whole stages while they fit, at least one, and returns what it spent.
   std::unique_ptr<AudioEncodeJob> begin(AudioFeatures features) const;

@@ -205,7 +205,7 @@ void Gemma4Model::encode_audio(std::span<const float> samples, std::vector<float
   if (!accepts_audio()) throw InputError(kNoAudioInput);
   if (scratch_->audio) {
     audio_soft_tokens(static_cast<int64_t>(samples.size()));  // the refusal of short clips
-    encode_audio_features(scratch_->audio_features->extract(samples), out);
+    scratch_->audio->encode(scratch_->audio_features->extract(samples), out);  // moved, not copied
     return;
   }
   if (!scratch_->unified) throw InputError(kNoAudioInput);

@@ -29,10 +29,7 @@ SpeechForm speech_form(const httplib::Request& req) {
     const bool upload = !part.filename.empty() || !part.content_type.empty();
     if (name == "file") {
       form.file_is_text = form.file_is_text || !upload;
-      if (upload) {
-        form.file = part.content;
-        form.filename = part.filename;
-      }
+      if (upload) form.file = part.content;
       continue;
     }
     add(name, part.content);

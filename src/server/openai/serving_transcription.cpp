@@ -21,7 +21,7 @@ namespace gemmaserve {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
-constexpr double kSampleRate = 16000;
+constexpr double kSampleRate = PromptAudio::kSampleRate;
 
 struct SpeechJob {
   SpeechRequest request;
@@ -119,8 +119,7 @@ std::string subtitles(const std::vector<Segment>& segments, bool vtt) {
   return segments.empty() ? out : out + "\n";
 }
 
-ServingResponse whole_response(const ServingContext& ctx, const SpeechJob& job,
-                               const std::vector<RequestOutput>& finals) {
+ServingResponse whole_response(const SpeechJob& job, const std::vector<RequestOutput>& finals) {
   const std::vector<Segment> segments = segments_of(job, finals);
   std::string text;
   for (const Segment& s : segments) text += s.text;
@@ -167,7 +166,6 @@ ServingResponse whole_response(const ServingContext& ctx, const SpeechJob& job,
     resp.body["usage"] = ordered_json{{"type", "duration"},
                                       {"seconds", static_cast<int64_t>(std::ceil(job.duration))}};
   }
-  (void)ctx;
   return resp;
 }
 
@@ -269,12 +267,7 @@ void stream_speech(ServingContext& ctx, std::shared_ptr<SpeechJob> job,
   if (end == StreamEnd::kClientGone) return;
   if (end == StreamEnd::kFinished && include_usage) {
     const int done = completion_tokens();
-    ordered_json c;
-    c["id"] = job->id;
-    c["object"] = object;
-    c["created"] = job->created;
-    c["model"] = ctx.model_name();
-    c["choices"] = ordered_json::array();
+    ordered_json c = chunk(ordered_json::array());
     c["usage"] = ordered_json{{"prompt_tokens", prompt_tokens},
                               {"total_tokens", prompt_tokens + done},
                               {"completion_tokens", done}};
@@ -290,7 +283,8 @@ std::vector<float> decode_upload(const ServingContext& ctx, const std::string& f
   limits.max_seconds_source = "--max-audio-seconds";
   try {
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(file.data());
-    return audio::load_audio(std::span<const std::uint8_t>(bytes, file.size()), 16000, limits)
+    return audio::load_audio(std::span<const std::uint8_t>(bytes, file.size()),
+                             PromptAudio::kSampleRate, limits)
         .samples;
   } catch (const audio::AudioTooLongError& e) {
     throw bad_request(e.what(), "file");
@@ -324,10 +318,10 @@ ServingResponse serve_speech_to_text(ServingContext& ctx, const SpeechForm& form
       req.language ? speech_language_name(*req.language) : std::nullopt;
   const std::string target = *speech_language_name(req.target_language);
   job->marker = translation_marker(target);
-  job->separator = req.language && (*req.language == "ja" || *req.language == "zh") ? "" : " ";
-  if (task == SpeechTask::kTranslate) {
-    job->separator = req.target_language == "ja" || req.target_language == "zh" ? "" : " ";
-  }
+  // The pieces' texts are in the target language (translations) or the spoken one.
+  const std::string text_language =
+      task == SpeechTask::kTranslate ? req.target_language : req.language.value_or("");
+  job->separator = text_language == "ja" || text_language == "zh" ? "" : " ";
   std::optional<ChatTemplate> storage;
   const ChatTemplate& tmpl = select_chat_template(ctx, std::nullopt, storage);
   ordered_json content = ordered_json::array();
@@ -390,7 +384,7 @@ ServingResponse serve_speech_to_text(ServingContext& ctx, const SpeechForm& form
                                  : ApiError(500, "InternalServerError", r.error->message);
     }
   }
-  return whole_response(ctx, *job, finals);
+  return whole_response(*job, finals);
 }
 
 }  // namespace gemmaserve

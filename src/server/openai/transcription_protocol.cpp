@@ -31,7 +31,9 @@ SpeechRequest parse_speech_request(const SpeechForm& form, SpeechTask task,
   r.model = f.get_string("model");
   if (r.model && r.model->empty()) r.model.reset();  // vLLM: an empty model is the served one
   r.language = checked_language(f, "language");
-  if (auto target = checked_language(f, "to_language")) r.target_language = *target;
+  if (task == SpeechTask::kTranslate) {
+    if (auto target = checked_language(f, "to_language")) r.target_language = *target;
+  }
   r.prompt = f.get_string("prompt").value_or("");
   if (auto hotwords = f.get_string("hotwords"); hotwords && !hotwords->empty()) {
     r.prompt += (r.prompt.empty() ? "" : " ") + *hotwords;

@@ -18,16 +18,16 @@ namespace gemmaserve {
 struct SpeechForm {
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
   std::optional<std::string> file;  // the bytes of the `file` part
-  std::string filename;
-  bool file_is_text = false;  // `file` came as a plain field, not an upload
+  bool file_is_text = false;        // `file` came as a plain field, not an upload
 };
 
 struct SpeechRequest {
   SpeechTask task = SpeechTask::kTranscribe;
   std::string file;
   std::optional<std::string> model;
-  std::optional<std::string> language;   // ISO 639-1, checked
-  std::string target_language = "en";    // translations: to_language, checked
+  std::optional<std::string> language;  // ISO 639-1, checked
+  // Translations' to_language, checked (a transcription leaves it unread: logged as ignored).
+  std::string target_language = "en";
   std::string prompt;                    // context for the model (OpenAI's prompt)
   std::string response_format = "json";  // json | text | verbose_json | srt | vtt
   bool segment_timestamps = false;       // timestamp_granularities[] has "segment"
