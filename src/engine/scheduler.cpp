@@ -116,15 +116,21 @@ int Scheduler::fit_chunk_to_images(const SchedulerRequest& r, int start, int num
 
 PrefixHit Scheduler::find_prefix_hit(const SchedulerRequest& r) const {
   PrefixHit hit = kv_.find_prefix_hit(r.block_hashes, r.num_tokens());
-  for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
-    if (p.offset >= hit.num_tokens) break;
-    if (p.offset + p.length <= hit.num_tokens || p.splittable) continue;
-    // The hit ends inside an image: end it at the last block boundary before the image.
-    const size_t blocks = static_cast<size_t>(p.offset / kv_.block_size());
-    return kv_.find_prefix_hit(std::span<const BlockHash>(r.block_hashes).first(blocks),
-                               r.num_tokens());
+  // While the hit ends inside an image, end it at the last block boundary before that image;
+  // the cut may land inside an earlier image (a video's frames are a few tokens apart).
+  for (;;) {
+    const MultimodalPlaceholder* inside = nullptr;
+    for (const MultimodalPlaceholder& p : r.hash_extras.multimodal) {
+      if (p.offset >= hit.num_tokens) break;
+      if (p.offset + p.length <= hit.num_tokens || p.splittable) continue;
+      inside = &p;
+      break;
+    }
+    if (inside == nullptr) return hit;
+    const size_t blocks = static_cast<size_t>(inside->offset / kv_.block_size());
+    hit = kv_.find_prefix_hit(std::span<const BlockHash>(r.block_hashes).first(blocks),
+                              r.num_tokens());
   }
-  return hit;
 }
 
 void Scheduler::remove_running(SchedulerRequest* r) {

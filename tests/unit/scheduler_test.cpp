@@ -542,6 +542,24 @@ TEST(Scheduler, PrefixHitNeverEndsInsideAnImage) {
   h.run_to_completion();
 }
 
+// Frames of a video are a few tokens apart: cutting the hit back before one image can land
+// inside the one before it, which is cut back in turn.
+TEST(Scheduler, PrefixHitCutBeforeAnImageNeverEndsInsideTheImageBefore) {
+  Harness h(make_scheduler(scheduler_config(4, 64)));
+  auto two_images = [](const std::string& id, int prompt_len) {
+    NewRequest r = new_request(id, tokens_from(prompt_len, 1), 2);
+    r.hash_extras.multimodal = {{5, 8, "first"}, {14, 8, "second"}};  // [5, 13), [14, 22)
+    return r;
+  };
+  h.s.add_request(two_images("a", 40));
+  h.run_to_completion();
+  // The hit (at most 22 tokens: 20) ends inside the second image; the block before it (12)
+  // is inside the first, so the hit ends at 4.
+  h.s.add_request(two_images("b", 23));
+  EXPECT_EQ(h.step().chunks, (std::vector<Chunk>{{"b", 4, 19, true}}));
+  h.run_to_completion();
+}
+
 // An image not encoded yet stops a running request's chunk before it and keeps a waiting
 // request from starting (it holds the queue), and the step names both images.
 TEST(Scheduler, ChunksStopBeforeImagesThatAreNotReady) {
