@@ -13,6 +13,7 @@
 
 #include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/prompt_image.h"
+#include "gemmaserve/prompt_video.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 
@@ -62,6 +63,11 @@ struct EngineArgs {
   // Longest audio clip taken, in seconds; longer clips are refused. A clip over 30 s is heard
   // in 30-second pieces, each its own <|audio>...<audio|> span, in order.
   double max_audio_seconds = 600;
+  // Longest video taken, in seconds (from its header, before any frame is decoded).
+  double max_video_seconds = 600;
+  // vLLM's --media-io-kwargs: the media loaders' options by modality, e.g. {"video":
+  // {"num_frames": 16, "fps": 2}} (server/shared/chat_video.h); null = none.
+  nlohmann::json media_io_kwargs;
   // Default processor settings for images, {"max_soft_tokens": 70|140|280|560|1120} (absent:
   // the checkpoint's processor config, else 280); a request's own mm_processor_kwargs win.
   // null = none.
@@ -89,16 +95,18 @@ struct EngineArgs {
   std::string speculative_config;
 };
 
-// A prompt is text or token ids, with one image per bare <|image|> token and one audio clip per
-// bare <|audio|> token (vLLM's {"prompt": ..., "multi_modal_data": {"image": ..., "audio": ...}}).
+// A prompt is text or token ids, with one image per bare <|image|> token, one audio clip per
+// bare <|audio|> token and one video per bare <|video|> token (vLLM's {"prompt": ...,
+// "multi_modal_data": {"image": ..., "audio": ..., "video": ...}}).
 struct Prompt {
   std::optional<std::string> text;
   std::vector<int32_t> token_ids;
   std::vector<PromptImage> images;
   std::vector<PromptAudio> audios;
-  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}, {}, {}}; }
+  std::vector<PromptVideo> videos;
+  static Prompt from_text(std::string t) { return Prompt{std::move(t), {}, {}, {}, {}}; }
   static Prompt from_ids(std::vector<int32_t> ids) {
-    return Prompt{std::nullopt, std::move(ids), {}, {}};
+    return Prompt{std::nullopt, std::move(ids), {}, {}, {}};
   }
 };
 

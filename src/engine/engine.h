@@ -45,6 +45,7 @@
 #include "engine/kv_cache_manager.h"
 #include "gemmaserve/llm.h"
 #include "gemmaserve/prompt_audio.h"
+#include "gemmaserve/prompt_video.h"
 #include "gemmaserve/request_output.h"
 #include "gemmaserve/sampling_params.h"
 #include "io/audio/audio_split.h"
@@ -74,6 +75,7 @@ struct EngineRequest {
   std::vector<int32_t> prompt_token_ids;
   std::vector<PromptImage> images;    // in the order of their <|image|> tokens
   std::vector<PromptAudio> audios;    // in the order of their <|audio|> tokens
+  std::vector<PromptVideo> videos;    // in the order of their <|video|> tokens
   std::optional<std::string> prompt;  // the text the ids came from, echoed in the output
   SamplingParams params;
   int priority = 0;  // lower runs first, as vLLM
@@ -183,9 +185,24 @@ class Engine {
   // without one), "At most N audio(s) ..." (over --limit-mm-per-prompt), an empty clip, a clip
   // over --max-audio-seconds. A clip longer than the model hears at once (30 s) is heard in
   // pieces (audio_pieces), each its own span: its <|audio|> stands for all of them.
+  // Videos: each bare <|video|> becomes the next video's frames as video_frame_ids lays them
+  // out; their runs of <|video|> come after the clips' in `placeholders`, one per frame.
   ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
                                            std::span<const PromptImage> images,
-                                           std::span<const PromptAudio> audios) const;
+                                           std::span<const PromptAudio> audios,
+                                           std::span<const PromptVideo> videos = {}) const;
+  // One video's tokens (Hugging Face's Gemma4Processor.replace_video_token, tokenized per
+  // frame as vLLM does): per frame the tokens of "mm:ss " (" mm:ss " after the first), then
+  // <|image> + N x <|video|> + <image|>, N = the frame's soft tokens. InputError: "This model
+  // does not accept video input: ...", an empty video, frames and timestamps that differ in
+  // number, a bad budget, no tokenizer for the timestamps.
+  std::vector<int32_t> video_frame_ids(const PromptVideo& video) const;
+  // The frames of `video` as the images the vision path encodes (the video's budget each).
+  static std::vector<PromptImage> video_frames_as_images(const PromptVideo& video);
+  // expand_media_placeholders without videos.
+  ExpandedPrompt expand_image_and_audio(std::span<const int32_t> ids,
+                                        std::span<const PromptImage> images,
+                                        std::span<const PromptAudio> audios) const;
   // Soft tokens of a clip of `samples` 16 kHz samples (ceil(samples / audio_embed_dim)).
   int audio_soft_tokens(size_t samples) const;
   // The pieces a clip is heard in: one up to 30 s, else io/audio's split_audio cuts. InputError

@@ -2,7 +2,9 @@
 // setup, admission to the scheduler (all or none), aborts, and the stats snapshot.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 #include "core/error.h"
@@ -155,9 +157,94 @@ std::vector<int32_t> repeat_audio_placeholders(std::span<const int32_t> ids, int
 
 }  // namespace
 
+// ---- Video ------------------------------------------------------------------------------------
+
+namespace {
+
+// Python's float // and % for a non-negative number of seconds (HF formats with them).
+std::pair<int64_t, int64_t> python_minutes_seconds(double t) {
+  const double mod = std::fmod(t, 60.0);
+  const double div = (t - mod) / 60.0;
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return {static_cast<int64_t>(floordiv), static_cast<int64_t>(mod)};
+}
+
+}  // namespace
+
+std::vector<PromptImage> Engine::video_frames_as_images(const PromptVideo& video) {
+  const int budget = video.max_soft_tokens.value_or(PromptVideo::kDefaultMaxSoftTokens);
+  std::vector<PromptImage> frames;
+  frames.reserve(video.frames.size());
+  for (const image::RgbImage& f : video.frames) frames.push_back(PromptImage{f, budget});
+  return frames;
+}
+
+std::vector<int32_t> Engine::video_frame_ids(const PromptVideo& video) const {
+  const ModelConfig& c = model_->config();
+  if (!has_vision() || !c.video_token_id) {
+    throw InputError("This model does not accept video input: " + args_.model +
+                     " has no vision encoder.");
+  }
+  if (video.frames.empty()) throw InputError("a video must hold at least one frame");
+  if (video.timestamps.size() != video.frames.size()) {
+    throw InputError("a video has " + std::to_string(video.frames.size()) + " frames but " +
+                     std::to_string(video.timestamps.size()) + " timestamps; give one per frame");
+  }
+  if (!tokenizer_) {
+    throw InputError("video input needs a tokenizer for its frames' timestamps, and " +
+                     args_.model + " has none (pass --tokenizer)");
+  }
+  std::vector<int32_t> ids;
+  const std::vector<PromptImage> frames = video_frames_as_images(video);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const double t = video.timestamps[i];
+    if (!std::isfinite(t) || t < 0 || t > 1e9) {
+      throw InputError("a video frame's timestamp must be a non-negative number of seconds");
+    }
+    const auto [minutes, seconds] = python_minutes_seconds(t);
+    char stamp[48];
+    std::snprintf(stamp, sizeof stamp, "%s%02lld:%02lld ", i == 0 ? "" : " ",
+                  static_cast<long long>(minutes), static_cast<long long>(seconds));
+    const std::vector<int32_t> text = tokenizer_->encode(stamp, /*add_special=*/false,
+                                                         /*parse_special=*/false);
+    ids.insert(ids.end(), text.begin(), text.end());
+    ids.push_back(c.boi_token_id.value_or(-1));
+    ids.insert(ids.end(), static_cast<size_t>(image_soft_tokens(frames[i])), *c.video_token_id);
+    ids.push_back(c.eoi_token_id.value_or(-1));
+  }
+  return ids;
+}
+
 ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
                                                  std::span<const PromptImage> images,
-                                                 std::span<const PromptAudio> audios) const {
+                                                 std::span<const PromptAudio> audios,
+                                                 std::span<const PromptVideo> videos) const {
+  const ModelConfig& config = model_->config();
+  const int32_t video_token = config.video_token_id.value_or(-1);
+  const bool any_video_token = std::find(ids.begin(), ids.end(), video_token) != ids.end();
+  if (videos.empty() && !any_video_token) return expand_image_and_audio(ids, images, audios);
+  if (!videos.empty()) video_frame_ids(videos.front());  // the model's refusal comes first
+  check_video_limit(args_.limit_mm_per_prompt, videos.size());
+  std::vector<std::vector<int32_t>> layouts;
+  for (const PromptVideo& v : videos) layouts.push_back(video_frame_ids(v));
+  const MediaTokens tokens{video_token,
+                           config.boi_token_id.value_or(-1),
+                           config.eoi_token_id.value_or(-1),
+                           "<|video|>",
+                           "<|image>",
+                           "video"};
+  const std::vector<int32_t> with_videos = replace_media_placeholders(ids, layouts, tokens);
+  ExpandedPrompt out = expand_image_and_audio(with_videos, images, audios);
+  for (const ImagePlaceholder& run : placeholder_runs(out.token_ids, video_token)) {
+    out.placeholders.push_back(run);
+  }
+  return out;
+}
+
+ExpandedPrompt Engine::expand_image_and_audio(std::span<const int32_t> ids,
+                                              std::span<const PromptImage> images,
+                                              std::span<const PromptAudio> audios) const {
   const ModelConfig& config = model_->config();
   if (audios.empty() || !config.audio_token_id) {
     if (!audios.empty()) audio_soft_tokens(audios.front().samples.size());  // the refusal
@@ -200,7 +287,8 @@ ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
 std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const {
   if (r.prompt_token_ids.empty()) throw InputError("The decoder prompt cannot be empty");
   r.prompt_token_ids = prompt_with_bos(std::move(r.prompt_token_ids));
-  ExpandedPrompt expanded = expand_media_placeholders(r.prompt_token_ids, r.images, r.audios);
+  ExpandedPrompt expanded =
+      expand_media_placeholders(r.prompt_token_ids, r.images, r.audios, r.videos);
   r.prompt_token_ids = std::move(expanded.token_ids);
   // A long clip is heard in pieces, one media item (and span) each.
   std::vector<PromptAudio> pieces;
@@ -216,7 +304,13 @@ std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const
     }
   }
   r.audios = std::move(pieces);
-  std::vector<RequestMedia> media(r.images.size() + r.audios.size());
+  std::vector<PromptImage> frames;  // every video's frames, in order: images at the video budget
+  for (const PromptVideo& v : r.videos) {
+    std::vector<PromptImage> f = video_frames_as_images(v);
+    std::move(f.begin(), f.end(), std::back_inserter(frames));
+  }
+  r.videos.clear();
+  std::vector<RequestMedia> media(r.images.size() + r.audios.size() + frames.size());
   for (size_t i = 0; i < r.images.size(); ++i) {
     RequestMedia& image = media[i];
     image.image = std::move(r.images[i]);
@@ -229,6 +323,14 @@ std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const
     clip.audio = std::move(r.audios[i]);
     clip.hash = audio_content_hash(clip.audio->samples);
     clip.where = expanded.placeholders[r.images.size() + i];
+  }
+  const size_t first_frame = r.images.size() + r.audios.size();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    RequestMedia& frame = media[first_frame + i];
+    frame.image = std::move(frames[i]);
+    frame.max_soft_tokens = *frame.image.max_soft_tokens;
+    frame.hash = image_content_hash(frame.image.rgb, frame.max_soft_tokens);
+    frame.where = expanded.placeholders[first_frame + i];
   }
   // The scheduler walks a request's media in prompt order.
   std::sort(media.begin(), media.end(), [](const RequestMedia& a, const RequestMedia& b) {

@@ -40,17 +40,52 @@ std::vector<ImagePlaceholder> placeholder_runs(std::span<const int32_t> ids, int
   return runs;
 }
 
+namespace {
+
+void check_placeholder_count(std::span<const int32_t> ids, size_t items,
+                             const MediaTokens& tokens) {
+  const std::string name = tokens.name, item = tokens.item;
+  const size_t found = static_cast<size_t>(std::count(ids.begin(), ids.end(), tokens.placeholder));
+  if (found != items) {
+    throw InputError("Found " + plural(found, name + " token") + " in the prompt but " +
+                     plural(items, item) + (items == 1 ? " was" : " were") +
+                     " given; the prompt needs one " + name + " per " + item + ", in order");
+  }
+}
+
+void check_not_expanded(std::span<const int32_t> ids, size_t i, const MediaTokens& tokens) {
+  if (i > 0 && ids[i - 1] == tokens.begin) {
+    const std::string name = tokens.name, item = tokens.item;
+    throw InputError("the prompt already holds an expanded " + item + " (" + tokens.begin_name +
+                     " followed by " + name + "); put one bare " + name + " per " + item +
+                     " and let the engine expand it");
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> replace_media_placeholders(std::span<const int32_t> ids,
+                                                std::span<const std::vector<int32_t>> replacements,
+                                                const MediaTokens& tokens) {
+  check_placeholder_count(ids, replacements.size(), tokens);
+  std::vector<int32_t> out;
+  size_t next = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != tokens.placeholder) {
+      out.push_back(ids[i]);
+      continue;
+    }
+    check_not_expanded(ids, i, tokens);
+    const std::vector<int32_t>& r = replacements[next++];
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
 ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
                                          std::span<const int> soft_tokens,
                                          const MediaTokens& tokens) {
-  const std::string name = tokens.name, item = tokens.item;
-  const size_t found = static_cast<size_t>(std::count(ids.begin(), ids.end(), tokens.placeholder));
-  if (found != soft_tokens.size()) {
-    throw InputError("Found " + plural(found, name + " token") + " in the prompt but " +
-                     plural(soft_tokens.size(), item) +
-                     (soft_tokens.size() == 1 ? " was" : " were") +
-                     " given; the prompt needs one " + name + " per " + item + ", in order");
-  }
+  check_placeholder_count(ids, soft_tokens.size(), tokens);
   ExpandedPrompt out;
   size_t extra = 0;
   for (int n : soft_tokens) extra += static_cast<size_t>(n) + 1;
@@ -61,11 +96,7 @@ ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
       out.token_ids.push_back(ids[i]);
       continue;
     }
-    if (i > 0 && ids[i - 1] == tokens.begin) {
-      throw InputError("the prompt already holds an expanded " + item + " (" + tokens.begin_name +
-                       " followed by " + name + "); put one bare " + name + " per " + item +
-                       " and let the engine expand it");
-    }
+    check_not_expanded(ids, i, tokens);
     const int n = soft_tokens[next++];
     out.token_ids.push_back(tokens.begin);
     out.placeholders.push_back({static_cast<int32_t>(out.token_ids.size()), n});
@@ -97,9 +128,10 @@ std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
   if (!kwargs.is_object()) throw InputError(where + " must be a JSON object");
   std::optional<int> max_soft_tokens;
   for (const auto& [key, value] : kwargs.items()) {
+    if (key == "num_frames" || key == "fps") continue;  // the video loader's (chat_video.h)
     if (key != "max_soft_tokens") {
       throw InputError(where + ": unsupported key '" + key +
-                       "' (Gemma 4 images take max_soft_tokens)");
+                       "' (Gemma 4 images take max_soft_tokens, videos num_frames and fps)");
     }
     if (!value.is_number_integer()) {
       throw InputError(where + ": max_soft_tokens must be an integer, got " + value.dump());
@@ -132,30 +164,35 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_tex
       throw InputError(flag + ": the limit of '" + key + "' must be a non-negative integer, got " +
                        value.dump());
     }
-    if (key == "video" && count.get<int64_t>() != 0) {
-      throw InputError(flag +
-                       ": video inputs are not supported yet by gemmaserve (images and audio "
-                       "only); a limit of 0 is accepted");
-    }
     limits[key] = static_cast<int>(count.get<int64_t>());
   }
   return limits;
 }
 
-void check_image_limit(const std::map<std::string, int>& limits, size_t count) {
-  const auto it = limits.find("image");
+namespace {
+
+// vLLM's "At most N image(s) may be provided in one prompt." for any modality.
+void check_media_limit(const std::map<std::string, int>& limits, const std::string& modality,
+                       size_t count) {
+  const auto it = limits.find(modality);
   if (it == limits.end() || count <= static_cast<size_t>(it->second)) return;
-  throw InputError("At most " + std::to_string(it->second) +
-                   " image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
+  throw InputError("At most " + std::to_string(it->second) + " " + modality +
+                   "(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
                    "increase this limit.");
 }
 
+}  // namespace
+
+void check_image_limit(const std::map<std::string, int>& limits, size_t count) {
+  check_media_limit(limits, "image", count);
+}
+
 void check_audio_limit(const std::map<std::string, int>& limits, size_t count) {
-  const auto it = limits.find("audio");
-  if (it == limits.end() || count <= static_cast<size_t>(it->second)) return;
-  throw InputError("At most " + std::to_string(it->second) +
-                   " audio(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
-                   "increase this limit.");
+  check_media_limit(limits, "audio", count);
+}
+
+void check_video_limit(const std::map<std::string, int>& limits, size_t count) {
+  check_media_limit(limits, "video", count);
 }
 
 std::string audio_content_hash(std::span<const float> samples) {

@@ -53,6 +53,12 @@ ExpandedPrompt expand_media_placeholders(std::span<const int32_t> ids,
                                          std::span<const int> soft_tokens,
                                          const MediaTokens& tokens);
 
+// `ids` with the i-th bare placeholder replaced by replacements[i] (a video's whole layout);
+// InputError for a count mismatch or an expanded item, worded as expand_media_placeholders.
+std::vector<int32_t> replace_media_placeholders(std::span<const int32_t> ids,
+                                                std::span<const std::vector<int32_t>> replacements,
+                                                const MediaTokens& tokens);
+
 // The runs of `placeholder` in `ids`, in order: where each expanded item's soft tokens are.
 std::vector<ImagePlaceholder> placeholder_runs(std::span<const int32_t> ids, int32_t placeholder);
 
@@ -72,14 +78,15 @@ struct Gemma4ImageProcessorOptions;  // model/gemma4_image_processor.h
 int gemma4_image_soft_tokens(const Gemma4ImageProcessorOptions& options,
                              int position_embedding_size, int width, int height);
 
-// max_soft_tokens of an mm_processor_kwargs object (null or {} -> nullopt). InputError, naming
+// max_soft_tokens of an mm_processor_kwargs object (null or {} -> nullopt; num_frames and fps
+// are the video loader's, read by server/shared/chat_video.h). InputError, naming
 // `where` ("--mm-processor-kwargs", "mm_processor_kwargs"), for a non-object, an unknown key or
 // a value outside {70, 140, 280, 560, 1120}.
 std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
                                              const std::string& where);
 
-// --limit-mm-per-prompt '{"image": N, "audio": M}' (also {"image": {"count": N}}; video only
-// 0, as gemmaserve takes none yet): modality -> most items per prompt. InputError for bad JSON,
+// --limit-mm-per-prompt '{"image": N, "audio": M, "video": V}' (also {"image": {"count": N}}):
+// modality -> most items per prompt. InputError for bad JSON,
 // keys or counts.
 std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text);
 
@@ -88,6 +95,8 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_tex
 void check_image_limit(const std::map<std::string, int>& limits, size_t count);
 // The same for limits["audio"] ("At most N audio(s) ...", vLLM's wording).
 void check_audio_limit(const std::map<std::string, int>& limits, size_t count);
+// The same for limits["video"] ("At most N video(s) ...").
+void check_video_limit(const std::map<std::string, int>& limits, size_t count);
 
 // Hex SHA-256 of (width, height, RGB bytes, max_soft_tokens): equal hashes mean equal soft
 // tokens (vLLM's MultiModalHasher idea); the prefix-cache key and the encoder cache's key.

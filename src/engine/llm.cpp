@@ -69,9 +69,11 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     // The engine expands the images itself; their soft tokens count toward the length here.
     int prompt_len = static_cast<int>(ids[i].size());
     try {
-      prompt_len = static_cast<int>(
-          engine.expand_media_placeholders(ids[i], prompts[i].images, prompts[i].audios)
-              .token_ids.size());
+      prompt_len =
+          static_cast<int>(engine
+                               .expand_media_placeholders(ids[i], prompts[i].images,
+                                                          prompts[i].audios, prompts[i].videos)
+                               .token_ids.size());
     } catch (const InputError& e) {
       throw InputError(name + ": " + e.what());
     }
@@ -100,6 +102,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
     s.request.prompt_token_ids = std::move(ids[i]);
     s.request.images = prompts[i].images;
     s.request.audios = prompts[i].audios;
+    s.request.videos = prompts[i].videos;
     s.request.prompt = prompts[i].text;
     s.request.params = std::move(per_prompt[i]);
     s.callback = [&collector, i](const RequestOutput& output, const RequestOutputDelta&) {

@@ -83,11 +83,11 @@ TEST(MmProcessorKwargs, ReadsMaxSoftTokens) {
               parse_mm_processor_kwargs({{"max_soft_tokens", 100}}, "x");
             }),
             "`max_soft_tokens` must be one of (70, 140, 280, 560, 1120), got 100.");
-  EXPECT_EQ(
-      input_error_of([] {
-        parse_mm_processor_kwargs({{"do_pan", true}}, "--mm-processor-kwargs");
-      }),
-      "--mm-processor-kwargs: unsupported key 'do_pan' (Gemma 4 images take max_soft_tokens)");
+  EXPECT_EQ(input_error_of([] {
+              parse_mm_processor_kwargs({{"do_pan", true}}, "--mm-processor-kwargs");
+            }),
+            "--mm-processor-kwargs: unsupported key 'do_pan' (Gemma 4 images take max_soft_tokens, "
+            "videos num_frames and fps)");
   EXPECT_EQ(input_error_of([] {
               parse_mm_processor_kwargs({{"max_soft_tokens", "280"}}, "x");
             }),
@@ -113,13 +113,15 @@ TEST(LimitMmPerPrompt, ParsesAndChecks) {
             "--limit-mm-per-prompt must be a JSON object such as '{\"image\": 2}'");
 }
 
-// A video limit above 0 would promise inputs gemmaserve cannot take: refused, not dropped.
-// Audio limits are kept (the unified model takes audio).
-TEST(LimitMmPerPrompt, VideoAboveZeroIsRefused) {
-  const std::string refusal =
-      "--limit-mm-per-prompt: video inputs are not supported yet by gemmaserve (images and audio "
-      "only); a limit of 0 is accepted";
-  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"video": 1})"); }), refusal);
+// Videos are counted like the other modalities; audio limits are kept too.
+TEST(LimitMmPerPrompt, VideoLimitsAreCounted) {
+  const auto limits = parse_limit_mm_per_prompt(R"({"video": {"count": 1}})");
+  EXPECT_EQ(limits.at("video"), 1);
+  EXPECT_NO_THROW(check_video_limit(limits, 1));
+  EXPECT_NO_THROW(check_video_limit({}, 50));
+  EXPECT_EQ(input_error_of([&] { check_video_limit(limits, 2); }),
+            "At most 1 video(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to "
+            "increase this limit.");
   EXPECT_EQ(parse_limit_mm_per_prompt(R"({"image": 1, "audio": {"count": 2}})").at("audio"), 2);
   EXPECT_EQ(parse_limit_mm_per_prompt(R"({"audio": 0})").at("audio"), 0);
 }
