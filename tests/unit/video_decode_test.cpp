@@ -330,5 +330,178 @@ TEST(VideoDecode, RefusesBadInputWithItsReason) {
             "VP8, VP9, AV1 and GIF");
 }
 
+TEST(VideoDecode, CorruptFrameIsRefusedByIndex) {
+  // No B-frames, so packet 20 in decode order is frame 20 on screen.
+  ClipSpec spec = clip_spec("libx264", "mp4", 64, 48, 40);
+  spec.b_frames = 0;
+  Bytes h264 = make_test_clip(spec);
+  const std::vector<testing::PacketSpan> packets = testing::video_packets(h264, ".mp4");
+  ASSERT_EQ(packets.size(), 40u);
+  std::mt19937 random(3);
+  const testing::PacketSpan damaged = packets[20];
+  for (int i = 2; i < damaged.size; ++i) {
+    h264[static_cast<std::size_t>(damaged.offset + i)] = static_cast<std::uint8_t>(random());
+  }
+  EXPECT_EQ(decode_error(h264, {}, every_frame()),
+            "The video is truncated or corrupt: frame 20 of 40 could not be decoded");
+  // Frames before the damage are still there for whoever samples only them.
+  VideoSampling first_frames{.num_frames = 2};
+  VideoDecodeLimits limits;
+  EXPECT_NO_THROW(video::decode_video(Bytes(h264), VideoSampling{.num_frames = 1}, limits));
+  (void)first_frames;
+}
+
+TEST(VideoDecode, LooksLikeVideoByMagicBytes) {
+  auto bytes = [](std::string_view text) { return Bytes(text.begin(), text.end()); };
+  using std::string_view_literals::operator""sv;
+  EXPECT_TRUE(
+      video::looks_like_video(bytes("\0\0\0\x18"
+                                    "ftypisom\0\0\2\0isomiso2"sv)));
+  EXPECT_TRUE(
+      video::looks_like_video(bytes("\0\0\0\x14"
+                                    "ftypqt  \0\0\2\0qt  "sv)));
+  EXPECT_TRUE(
+      video::looks_like_video(bytes("\0\0\0\x08"
+                                    "wide\0\0\0\x10mdat"sv)));
+  EXPECT_TRUE(video::looks_like_video(bytes("\x1A\x45\xDF\xA3\x9F\x42\x86\x81\x01"sv)));
+  EXPECT_TRUE(video::looks_like_video(bytes("GIF89a\x01\0\x01\0\0\0\0"sv)));
+  EXPECT_TRUE(video::looks_like_video(bytes("GIF87a\x01\0\x01\0\0\0\0"sv)));
+  EXPECT_TRUE(video::looks_like_video(bytes("RIFF\x30\0\0\0WEBPVP8X\x0a\0\0\0\x02\0\0\0"sv)));
+  // Stills: HEIF / AVIF images, a WebP without the animation flag, PNG, JPEG.
+  const Bytes heic = bytes(
+      "\0\0\0\x18"
+      "ftypheic\0\0\0\0mif1heic"sv);
+  EXPECT_FALSE(video::looks_like_video(heic));
+  EXPECT_FALSE(
+      video::looks_like_video(bytes("\0\0\0\x1c"
+                                    "ftypavif\0\0\0\0avifmif1miaf"sv)));
+  EXPECT_FALSE(
+      video::looks_like_video(bytes("\0\0\0\x18"
+                                    "ftypmif1\0\0\0\0mif1heic"sv)));
+  EXPECT_FALSE(video::looks_like_video(bytes("RIFF\x30\0\0\0WEBPVP8X\x0a\0\0\0\x10\0\0\0"sv)));
+  EXPECT_FALSE(video::looks_like_video(bytes("RIFF\x30\0\0\0WEBPVP8 \x0a\0\0\0"sv)));
+  EXPECT_FALSE(video::looks_like_video(bytes("\x89PNG\r\n\x1a\n\0\0\0\rIHDR"sv)));
+  EXPECT_FALSE(video::looks_like_video(bytes("\xFF\xD8\xFF\xE0\0\x10JFIF\0"sv)));
+  EXPECT_FALSE(video::looks_like_video({}));
+  EXPECT_EQ(decode_error(heic),
+            "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, GIF or "
+            "WebP)");
+}
+
+TEST(VideoDecode, SeekingGivesTheFramesDecodingInOrderDoes) {
+  struct Case {
+    ClipSpec spec;
+    VideoSampling sampling;
+    bool seeks;  // whether seeking pays off for this clip
+  };
+  auto with_keyframes = [](ClipSpec spec, int interval) {
+    spec.keyframe_interval = interval;
+    return spec;
+  };
+  ClipSpec variable = with_keyframes(clip_spec("libx264", "mp4", 64, 48, 120), 20);
+  for (int i = 0, ms = 0; i < variable.frames; ++i, ms += 25 + (i * 7) % 40) {
+    variable.frame_times_ms.push_back(ms);
+  }
+  ClipSpec turned = with_keyframes(clip_spec("libx264", "mov", 48, 32, 120, 30), 20);
+  turned.rotation = 90;
+  const VideoSampling eight{.num_frames = 8};
+  const std::vector<Case> cases = {
+      {with_keyframes(clip_spec("libx264", "mp4", 64, 48, 300, 30), 30), eight, true},
+      {with_keyframes(clip_spec("libx264", "mp4", 64, 48, 300, 30), 30),
+       VideoSampling{.num_frames = 32, .fps = 2}, true},
+      {with_keyframes(clip_spec("libx264", "matroska", 64, 48, 240, 30), 30), eight, true},
+      {with_keyframes(clip_spec("libx265", "mp4", 64, 48, 120), 24), eight, true},
+      {with_keyframes(clip_spec("libvpx", "webm", 64, 48, 150, 25), 25), eight, true},
+      {with_keyframes(clip_spec("libvpx-vp9", "webm", 64, 48, 300, 30), 30), eight, true},
+      {with_keyframes(clip_spec("libaom-av1", "webm", 64, 48, 120), 24), eight, true},
+      {variable, eight, true},
+      {turned, eight, true},
+      // Every frame wanted, or a GIF (each frame drawn on the last): nothing to skip.
+      {with_keyframes(clip_spec("libx264", "mp4", 64, 48, 60, 30), 10), every_frame(), false},
+      {clip_spec("gif", "gif", 64, 48, 40, 10), eight, false},
+  };
+  std::int64_t decoded_seeking = 0, decoded_in_order = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(describe(c.spec));
+    const Bytes bytes = make_test_clip(c.spec);
+    const DecodedVideo seeking = video::detail::decode_video_with(
+        bytes, c.sampling, {}, video::detail::FrameAccess::kSeekToKeyframes);
+    const DecodedVideo in_order = video::detail::decode_video_with(
+        bytes, c.sampling, {}, video::detail::FrameAccess::kSequential);
+    ASSERT_EQ(seeking.frame_indices, in_order.frame_indices);
+    ASSERT_EQ(seeking.frames.size(), in_order.frames.size());
+    for (std::size_t i = 0; i < seeking.frames.size(); ++i) {
+      EXPECT_TRUE(seeking.frames[i].pixels == in_order.frames[i].pixels)
+          << "frame " << seeking.frame_indices[i];
+    }
+    EXPECT_EQ(in_order.stats.seeks, 0);
+    EXPECT_EQ(in_order.stats.frames_decoded, c.spec.frames);
+    if (c.seeks) {
+      EXPECT_GT(seeking.stats.seeks, 0);
+      EXPECT_LT(seeking.stats.frames_decoded, in_order.stats.frames_decoded);
+    } else {
+      EXPECT_EQ(seeking.stats.seeks, 0);
+    }
+    decoded_seeking += seeking.stats.frames_decoded;
+    decoded_in_order += in_order.stats.frames_decoded;
+  }
+  std::cout << "[ video ] seeking decoded " << decoded_seeking << " frames where decoding in "
+            << "order decoded " << decoded_in_order << ", same frames, over " << cases.size()
+            << " clips\n";
+}
+
+TEST(SampleFrameIndices, FollowsVllmsRule) {
+  using video::sample_frame_indices;
+  const std::vector<std::int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(sample_frame_indices(10, 1, VideoSampling{.num_frames = 4}),
+            (std::vector<std::int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(sample_frame_indices(100, 4, VideoSampling{.num_frames = 8}),
+            (std::vector<std::int64_t>{0, 14, 28, 42, 56, 70, 84, 99}));
+  EXPECT_EQ(sample_frame_indices(10, 1, VideoSampling{.num_frames = -1}), all);
+  EXPECT_EQ(sample_frame_indices(10, 1, VideoSampling{.num_frames = 0}), all);
+  EXPECT_EQ(sample_frame_indices(10, 1, VideoSampling{.num_frames = 32}), all);
+  // fps caps the count at floor(duration * fps), never below one frame.
+  EXPECT_EQ(sample_frame_indices(300, 10, VideoSampling{.num_frames = 32, .fps = 2}).size(), 20u);
+  EXPECT_EQ(sample_frame_indices(300, 10, VideoSampling{.num_frames = 8, .fps = 2}).size(), 8u);
+  EXPECT_EQ(sample_frame_indices(300, 10, VideoSampling{.num_frames = -1, .fps = 0.35}).size(), 3u);
+  EXPECT_EQ(sample_frame_indices(300, 10, VideoSampling{.num_frames = -1, .fps = 0.05}),
+            (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(sample_frame_indices(5, 0, VideoSampling{.num_frames = 32, .fps = 2}),
+            (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(sample_frame_indices(1, 0.04, VideoSampling{}), (std::vector<std::int64_t>{0}));
+  EXPECT_TRUE(sample_frame_indices(0, 0, VideoSampling{}).empty());
+}
+
+TEST(SampleFrameIndices, MatchesNumpyLinspace) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
+  for (const std::int64_t total :
+       {1,   2,   3,   5,   7,   10,  16,  29,  30,   31,   32,   33,    64,    99,
+        100, 101, 127, 240, 299, 300, 301, 997, 1000, 1799, 3001, 18000, 99999, 100000}) {
+    for (const std::int64_t n :
+         {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 64, 100, 128, 1000}) {
+      if (n <= total) pairs.emplace_back(total, n);
+    }
+  }
+  std::mt19937_64 random(41);
+  for (int i = 0; i < 400; ++i) {
+    const auto total = static_cast<std::int64_t>(1 + random() % 100000);
+    pairs.emplace_back(
+        total, static_cast<std::int64_t>(1 + random() % std::min<std::int64_t>(total, 600)));
+  }
+  std::vector<ReferenceClip> no_clips;
+  const Reference ref(no_clips, pairs);
+  REQUIRE_REFERENCE(ref);
+  ASSERT_EQ(ref.manifest["linspace"].size(), pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto [total, n] = pairs[i];
+    SCOPED_TRACE("total " + std::to_string(total) + ", n " + std::to_string(n));
+    EXPECT_EQ(
+        video::sample_frame_indices(total, 0, VideoSampling{.num_frames = static_cast<int>(n)}),
+        ref.manifest["linspace"][i].get<std::vector<std::int64_t>>());
+  }
+  std::cout << "[ video ] sample_frame_indices equals numpy.linspace(0, total - 1, n, dtype=int) "
+            << "for " << pairs.size() << " (total, n) pairs\n";
+}
+
 }  // namespace
 }  // namespace gemmaserve

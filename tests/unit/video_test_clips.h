@@ -31,6 +31,14 @@ std::vector<std::uint8_t> make_test_clip(const ClipSpec& spec);
 // moving across, so every frame differs from its neighbours.
 std::vector<std::uint8_t> test_pattern(int width, int height, int index);
 
+// Where each packet of the clip's first video stream lies in its bytes, in decode order.
+struct PacketSpan {
+  std::int64_t offset = 0;
+  int size = 0;
+};
+std::vector<PacketSpan> video_packets(const std::vector<std::uint8_t>& clip,
+                                      const std::string& extension);
+
 // A short name for messages: "libx264/mp4 64x48 10 frames at 24/1 fps".
 std::string describe(const ClipSpec& spec);
 

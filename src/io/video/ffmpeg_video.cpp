@@ -31,6 +31,10 @@ constexpr const char* kDecodedCodecNames = "H.264, H.265, VP8, VP9, AV1 and GIF"
 // OpenCV's eps_zero: rates below it count as absent.
 constexpr double kZeroRate = 0.000025;
 
+// Packets a seek must skip to pay for itself: after one, the frames the decoder held back for
+// reordering and for its threads are decoded again.
+constexpr std::int64_t kMinPacketsSkipped = 4;
+
 struct ContainerNames {
   const char* demuxer;  // libavformat's short name
   const char* name;     // in messages
@@ -324,19 +328,17 @@ class SampledFrameDecoder {
       const std::int64_t target = targets_[next_target_];
       if (may_seek_ && next_packet_ >= 0) {
         const std::int64_t keyframe = keyframe_for(target);
-        if (keyframe > next_packet_) may_seek_ = seek_to(keyframe);
+        if (keyframe - next_packet_ >= kMinPacketsSkipped) may_seek_ = seek_to(keyframe);
       }
       while (!produced_[next_target_]) {
         if (rewind_requested_) rewind();
         if (!read_packet()) {
-          if (drained_) throw_frame_failed(packets.by_timestamp ? target : frames_output_, total());
-          decode(nullptr, -1);
+          if (drained_) throw_frame_failed(std::min(next_frame_, target), total());
+          decode(nullptr);
           drained_ = true;
           continue;
         }
-        const std::int64_t frame_of_packet =
-            packets.by_timestamp ? packets.frame_of(packet_->pts) : frames_output_;
-        decode(packet_.get(), frame_of_packet);
+        decode(packet_.get());
       }
       while (next_target_ < targets_.size() && produced_[next_target_]) ++next_target_;
     }
@@ -359,16 +361,11 @@ class SampledFrameDecoder {
     return keyframe;
   }
 
-  // Seeks the demuxer to the keyframe packet `keyframe` (or one before it) and empties the
-  // decoder; false when the demuxer cannot seek (decoding then goes on in order). The timestamp
-  // is the packet's decode time where it has one (MOV's index holds those), else its
-  // presentation time (Matroska's cues); either lands at or before the keyframe.
+  // Seeks the demuxer to the keyframe packet `keyframe` by its presentation time (what MOV's and
+  // Matroska's seeking take) and empties the decoder; false when the demuxer cannot seek
+  // (decoding then goes on in order). `read_packet` checks where it landed.
   bool seek_to(std::int64_t keyframe) {
-    const PacketIndex& packets = clip_.packets;
-    const auto at = static_cast<std::size_t>(keyframe);
-    const std::int64_t timestamp = packets.dts[at] != AV_NOPTS_VALUE
-                                       ? std::min(packets.dts[at], packets.pts[at])
-                                       : packets.pts[at];
+    const std::int64_t timestamp = clip_.packets.pts[static_cast<std::size_t>(keyframe)];
     if (av_seek_frame(opened_.format(), clip_.stream_index, timestamp, AVSEEK_FLAG_BACKWARD) < 0) {
       GS_LOG_DEBUG << "video: seeking to packet " << keyframe << " failed; decoding in order";
       return false;
@@ -377,6 +374,7 @@ class SampledFrameDecoder {
     drained_ = false;
     next_packet_ = -1;  // known again from the next packet's timestamp
     seek_goal_ = keyframe;
+    next_frame_ = clip_.packets.frame_of(clip_.packets.pts[static_cast<std::size_t>(keyframe)]);
     ++out_.stats.seeks;
     return true;
   }
@@ -391,16 +389,15 @@ class SampledFrameDecoder {
   }
 
   // Reads the stream's next packet into packet_; false at the end of the file. After a seek the
-  // packet's place is looked up, and a bad landing rewinds.
+  // packet's place is looked up: past the keyframe asked for (a later keyframe whose decode time
+  // precedes its presentation time) the seek is retried a keyframe earlier, and from the first
+  // packet decoding goes on in order.
   bool read_packet() {
     while (true) {
       av_packet_unref(packet_.get());
       const int read = av_read_frame(opened_.format(), packet_.get());
       if (read == AVERROR_EOF) return false;
-      if (read < 0) {
-        throw_frame_failed(clip_.packets.by_timestamp ? targets_[next_target_] : frames_output_,
-                           total());
-      }
+      if (read < 0) throw_frame_failed(next_frame_, total());
       if (packet_->stream_index != clip_.stream_index) continue;
       if (next_packet_ >= 0) {
         ++next_packet_;
@@ -415,24 +412,24 @@ class SampledFrameDecoder {
         return true;
       }
       if (rewinding_) throw_unreadable("it could not be read again from its start");
-      GS_LOG_DEBUG << "video: a seek to packet " << seek_goal_ << " landed on packet " << landed
-                   << "; decoding in order from the start";
-      rewind();
+      GS_LOG_DEBUG << "video: a seek to packet " << seek_goal_ << " landed on packet " << landed;
+      const std::int64_t earlier =
+          seek_goal_ > 0 ? packets.keyframe_before[static_cast<std::size_t>(seek_goal_ - 1)] : -1;
+      if (earlier <= 0 || !seek_to(earlier)) rewind();
     }
   }
 
   // Sends `packet` (nullptr: the end of the stream) and takes every frame the decoder gives.
-  // `frame_of_packet` names the frame in the refusal when the decoder rejects the packet.
-  void decode(const AVPacket* packet, std::int64_t frame_of_packet) {
+  // A decoder error names the frame after the last one given: with frame threads a packet's
+  // error arrives packets later, but in its frame's place in the output.
+  void decode(const AVPacket* packet) {
     while (true) {
       const int sent = avcodec_send_packet(codec_.get(), packet);
       if (sent == AVERROR(EAGAIN)) {
         receive_frames();
         continue;
       }
-      if (sent < 0 && sent != AVERROR_EOF) {
-        throw_frame_failed(frame_of_packet >= 0 ? frame_of_packet : frames_output_, total());
-      }
+      if (sent < 0 && sent != AVERROR_EOF) throw_frame_failed(next_frame_, total());
       break;
     }
     receive_frames();
@@ -442,7 +439,7 @@ class SampledFrameDecoder {
     while (true) {
       const int received = avcodec_receive_frame(codec_.get(), frame_.get());
       if (received == AVERROR(EAGAIN) || received == AVERROR_EOF) return;
-      if (received < 0) throw_frame_failed(frames_output_, total());
+      if (received < 0) throw_frame_failed(next_frame_, total());
       take(*frame_);
       av_frame_unref(frame_.get());
     }
@@ -460,6 +457,7 @@ class SampledFrameDecoder {
         return;
       }
     }
+    next_frame_ = index + 1;
     const auto slot = std::lower_bound(targets_.begin(), targets_.end(), index) - targets_.begin();
     if (slot == static_cast<std::ptrdiff_t>(targets_.size()) || targets_[slot] != index ||
         produced_[slot]) {
@@ -561,6 +559,7 @@ class SampledFrameDecoder {
   std::int64_t next_packet_ = 0;    // decode-order index of the next packet read; -1 after a seek
   std::int64_t seek_goal_ = 0;      // the keyframe packet of the last seek
   std::int64_t frames_output_ = 0;  // frames decoded since the start (the index without timestamps)
+  std::int64_t next_frame_ = 0;     // the frame the decoder should give next
   bool drained_ = false;            // the decoder was sent the end of the stream
   bool may_seek_ = false;
   bool rewind_requested_ = false;
