@@ -12,6 +12,7 @@
 #include "engine/speculative/speculative_config.h"
 #include "kernels/cpu/quant.h"
 #include "model/gemma4_model.h"
+#include "server/shared/chat_video.h"
 
 namespace gemmaserve {
 namespace {
@@ -82,6 +83,7 @@ void add_engine_flags(ArgParser& p) {
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
   p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
   p.value("--structured-outputs-cache-gb").value("--max-audio-seconds");
+  p.value("--max-video-seconds").value("--media-io-kwargs");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});
@@ -133,6 +135,18 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
     }
     parse_mm_processor_kwargs(a.mm_processor_kwargs, flag);
   }
+  if (auto v = p.get("--media-io-kwargs")) {
+    try {
+      a.media_io_kwargs = nlohmann::json::parse(*v);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError("--media-io-kwargs: not valid JSON (" + std::string(e.what()) + ")");
+    }
+    apply_media_io_kwargs(a.media_io_kwargs, "--media-io-kwargs", {});
+  }
+  if (p.has("--max-video-seconds")) {
+    a.max_video_seconds = p.get_double("--max-video-seconds", a.max_video_seconds);
+    if (!(a.max_video_seconds > 0)) throw InputError("--max-video-seconds must be positive");
+  }
   if (p.has("--max-audio-seconds")) {
     a.max_audio_seconds = p.get_double("--max-audio-seconds", a.max_audio_seconds);
   }
@@ -181,14 +195,18 @@ const char* engine_flags_usage() {
          "                                   name the checkpoint's own method (checked)\n"
          "  --cpu-matmul-precision f32|bf16   activations of bf16 weight products: f32 (default)\n"
          "                                    or bf16 (AVX512_BF16, ~2x prefill, not golden)\n"
-         "  --limit-mm-per-prompt JSON        most images per prompt, '{\"image\": 2}' (default:\n"
-         "                                    no limit)\n"
+         "  --limit-mm-per-prompt JSON        most items per prompt, '{\"image\": 2, \"video\": "
+         "1}'\n"
+         "                                    (default: no limit)\n"
          "  --mm-processor-kwargs JSON        image budget, '{\"max_soft_tokens\": 280}' (70, "
          "140,\n"
          "                                    280, 560 or 1120; requests may override)\n"
          "  --mm-processor-cache-gb F         encoded-image cache in GiB (default 4, 0 disables)\n"
          "  --max-audio-seconds F             longest audio clip (default 600); clips over 30 s\n"
          "                                    are heard in 30-second pieces, in order\n"
+         "  --max-video-seconds F             longest video (default 600), from its header\n"
+         "  --media-io-kwargs JSON            video loader: '{\"video\": {\"num_frames\": 32}}'\n"
+         "                                    (default 32 frames; \"fps\": F caps them at F/s)\n"
          "  --structured-outputs-cache-gb F   compiled grammars + token masks cache in GiB,\n"
          "                                    least recently used out (default 1, 0 disables)\n"
 

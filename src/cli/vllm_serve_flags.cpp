@@ -324,9 +324,6 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       hint("--mamba-block-size", kValue, kMamba),
       refused("--enable-mm-embeds", kBool,
               "accepts precomputed image embeddings as input; gemmaserve takes images only"),
-      refused(
-          "--media-io-kwargs", kValue,
-          "options of the media loaders (video frames, audio); gemmaserve's image loader has none"),
       refused("--mm-processor-cache-type", kValue,
               "shares processed inputs between processes through shared memory; gemmaserve is one "
               "process with an LRU cache (lru is accepted)",
@@ -345,7 +342,10 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       hint("--skip-mm-profiling", kBool,
            "skips the GPU memory profiling run with images; gemmaserve does no profiling run, so "
            "it changes nothing"),
-      refused("--video-pruning-rate", kValue, "prunes video tokens; gemmaserve takes no video"),
+      refused("--video-pruning-rate", kValue,
+              "prunes redundant video tokens (Efficient Video Sampling) on the models built for "
+              "it; Gemma 4 is not one, in vLLM or here (0 is accepted)",
+              {"0", "0.0"}, {}),
       refused("--enable-lora", kBool, kLora),
       refused("--max-loras", kValue, kLora),
       refused("--max-lora-rank", kValue, kLora),

@@ -11,6 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import OpenAI from 'openai';
+import { collect, metric as sharedMetric, tokenizeChat } from './sdk_checks.mjs';
 
 const base = process.argv[2];
 const imageDir = process.argv[3];
@@ -32,32 +33,9 @@ const softTokens = (name, budget = 280) => JSON.parse(execFileSync(binary,
 ).toString()).num_soft_tokens;
 const ask = (...urls) => [{ role: 'user', content: [text('Look:'), ...urls.map(image), text(TAIL)] }];
 
-async function collect(stream) {
-  const chunks = [];
-  for await (const chunk of stream) chunks.push(chunk);
-  return chunks;
-}
+const metric = (name) => sharedMetric(base, name);
 
-async function metric(name) {
-  const body = await (await fetch(`${base}/metrics`)).text();
-  let sum = 0;
-  for (const line of body.split('\n')) {
-    if (line.startsWith(name + '{') || line.startsWith(name + ' ')) {
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
-  }
-  return sum;
-}
-
-async function tokenizeCount(messages, extra = {}) {
-  const r = await fetch(`${base}/tokenize`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, messages, ...extra }),
-  });
-  const body = await r.json();
-  assert.equal(r.status, 200, JSON.stringify(body));
-  return body;
-}
+const tokenizeCount = (messages, extra = {}) => tokenizeChat(base, MODEL, messages, extra);
 
 // The streamed text and the whole response agree, and usage counts the soft tokens.
 async function sameBothWays(messages) {

@@ -93,9 +93,12 @@ TEST(EngineVideo, LayoutIsTheProcessorsTimestampedFrames) {
 }
 
 // vLLM feeds a video's frames through the image processor at 70 soft tokens and the same tower;
-// only the placeholder id differs, and it is replaced by the rows.
-TEST(EngineVideo, FramesGiveTheImagePathsBits) {
-  auto engine = make_engine(video_args());
+// only the placeholder id differs, and it is replaced by the rows. The unified 12B layout embeds
+// frames with its encoder-free patch embedder the same way.
+void expect_frames_give_the_image_paths_bits(const std::string& model) {
+  EngineArgs args = video_args();
+  args.model = enginetest::golden_model(model).string();
+  auto engine = make_engine(args);
   const PromptVideo video = test_video(3, 20, 12, 3);
   const RunResult with_video =
       run_together(*engine, {video_request("v", kVideoPrompt, {video}, 8)});
@@ -113,10 +116,19 @@ TEST(EngineVideo, FramesGiveTheImagePathsBits) {
   EngineRequest images = video_request("i", as_images, {}, 8);
   images.images = Engine::video_frames_as_images(video);
   const RunResult with_images = run_together(*engine, {images});
-  expect_same_outputs(with_video.outputs[0], with_images.outputs[0], "video vs image frames");
+  expect_same_outputs(with_video.outputs[0], with_images.outputs[0], model + ": video vs images");
   std::vector<int32_t> video_ids = with_video.outputs[0].prompt_token_ids;
   std::replace(video_ids.begin(), video_ids.end(), kVideo, kImage);
   EXPECT_EQ(video_ids, with_images.outputs[0].prompt_token_ids);
+  EXPECT_GT(video_ids.size(), kVideoPrompt.size() + 3 * 20) << model;
+}
+
+TEST(EngineVideo, FramesGiveTheImagePathsBits) {
+  expect_frames_give_the_image_paths_bits("vision");
+}
+
+TEST(EngineVideo, UnifiedModelEmbedsFramesAsItsImages) {
+  expect_frames_give_the_image_paths_bits("unified");
 }
 
 TEST(EngineVideo, LimitsAndErrors) {

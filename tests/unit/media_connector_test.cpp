@@ -30,9 +30,10 @@ using testing::TempDir;
 
 const std::vector<std::uint8_t> kPngMagic = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
-std::string error_of(const MediaConnector& m, const std::string& url) {
+std::string error_of(const MediaConnector& m, const std::string& url,
+                     MediaKind kind = MediaKind::kImage) {
   try {
-    m.fetch(url);
+    m.fetch(url, kind);
   } catch (const InputError& e) {
     EXPECT_EQ(e.param().value_or(""), "messages") << url;
     return e.what();
@@ -81,6 +82,24 @@ TEST(MediaConnectorData, BadDataUrlsGetClearMessages) {
   MediaConnector small(o);
   EXPECT_EQ(error_of(small, "data:image/png;base64,iVBORw0KGgo="),
             "Invalid image data URL: the image is larger than the 4-byte media limit.");
+}
+
+// A video part takes video/* and the animated image types, under the video size cap.
+TEST(MediaConnectorData, VideoDataUrlsHaveTheirOwnTypesAndCap) {
+  MediaConnectorOptions o;
+  o.max_bytes = 4;
+  o.video_max_bytes = 64;
+  MediaConnector m(o);
+  for (const char* type : {"video/mp4", "video/webm", "image/gif", "image/webp"}) {
+    EXPECT_EQ(m.fetch(std::string("data:") + type + ";base64,iVBORw0KGgo=", MediaKind::kVideo),
+              kPngMagic)
+        << type;
+  }
+  EXPECT_EQ(error_of(m, "data:image/png;base64,iVBORw0KGgo=", MediaKind::kVideo),
+            "Invalid video data URL: media type 'image/png' is not a video type (expected "
+            "data:video/...;base64,...).");
+  EXPECT_EQ(error_of(m, "data:video/mp4;base64," + std::string(100, 'A'), MediaKind::kVideo),
+            "Invalid video data URL: the video is larger than the 64-byte media limit.");
 }
 
 TEST(MediaConnector, UnknownSchemeIsRefused) {

@@ -215,17 +215,36 @@ MediaConnector::MediaConnector(MediaConnectorOptions options) : options_(std::mo
 
 MediaConnector::~MediaConnector() { curl_global_cleanup(); }
 
+std::size_t MediaConnector::max_bytes_for(MediaKind kind) const {
+  return kind == MediaKind::kVideo ? options_.video_max_bytes : options_.max_bytes;
+}
+
+const char* MediaConnector::kind_name(MediaKind kind) {
+  switch (kind) {
+    case MediaKind::kAudio:
+      return "audio";
+    case MediaKind::kVideo:
+      return "video";
+    case MediaKind::kImage:
+      break;
+  }
+  return "image";
+}
+
 std::vector<std::uint8_t> MediaConnector::fetch(const std::string& url, MediaKind kind) const {
   if (starts_with_ci(url, "data:")) return load_data_url(url, kind);
-  if (starts_with_ci(url, "http://") || starts_with_ci(url, "https://")) return load_http_url(url);
-  if (starts_with_ci(url, "file:")) return load_file_url(url);
+  if (starts_with_ci(url, "http://") || starts_with_ci(url, "https://")) {
+    return load_http_url(url, kind);
+  }
+  if (starts_with_ci(url, "file:")) return load_file_url(url, kind);
   fail("The URL must be either a HTTP, data or file URL.");
 }
 
 // RFC 2397: data:[<mediatype>][;<param>=<value>]*[;base64],<data>
 std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url,
                                                         MediaKind kind) const {
-  const std::string what = kind == MediaKind::kAudio ? "audio" : "image";
+  const std::string what = kind_name(kind);
+  const std::size_t max_bytes = max_bytes_for(kind);
   const std::string rest = url.substr(5);
   const size_t comma = rest.find(',');
   if (comma == std::string::npos) {
@@ -237,14 +256,18 @@ std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url,
     fail("Only base64 data URLs are supported for now.");
   }
   const std::string media_type = lower(spec.substr(0, std::min(spec.find(';'), semi)));
-  if (!media_type.empty() && media_type.rfind(what + "/", 0) != 0) {
-    fail("Invalid " + what + " data URL: media type '" + media_type + "' is not an " + what +
+  // Animated GIF and WebP are videos too when a video part brings them.
+  const bool animated_image =
+      kind == MediaKind::kVideo && (media_type == "image/gif" || media_type == "image/webp");
+  if (!media_type.empty() && media_type.rfind(what + "/", 0) != 0 && !animated_image) {
+    fail("Invalid " + what + " data URL: media type '" + media_type + "' is not " +
+         (what == "image" || what == "audio" ? "an " : "a ") + what +
          " type (expected data:" + what + "/...;base64,...).");
   }
   const std::string_view data = std::string_view(rest).substr(comma + 1);
-  if (data.size() / 4 * 3 > options_.max_bytes + 2) {
+  if (data.size() / 4 * 3 > max_bytes + 2) {
     fail("Invalid " + what + " data URL: the " + what + " is larger than the " +
-         std::to_string(options_.max_bytes) + "-byte media limit.");
+         std::to_string(max_bytes) + "-byte media limit.");
   }
   auto bytes = decode_base64(data);
   if (!bytes) fail("Invalid " + what + " data URL: the data is not valid base64.");
@@ -252,7 +275,9 @@ std::vector<std::uint8_t> MediaConnector::load_data_url(const std::string& url,
   return std::move(*bytes);
 }
 
-std::vector<std::uint8_t> MediaConnector::load_file_url(const std::string& url) const {
+std::vector<std::uint8_t> MediaConnector::load_file_url(const std::string& url,
+                                                        MediaKind kind) const {
+  const std::size_t max_bytes = max_bytes_for(kind);
   if (!local_root_) fail("Cannot load local files without `--allowed-local-media-path`.");
   // file://NETLOC/PATH -> NETLOC/PATH (urllib's url2pathname), query and fragment dropped.
   std::string rest = url.substr(starts_with_ci(url, "file://") ? 7 : 5);
@@ -279,9 +304,9 @@ std::vector<std::uint8_t> MediaConnector::load_file_url(const std::string& url) 
     fail("Cannot read the local media file " + filepath.string() + ": no such regular file.");
   }
   const auto size = fs::file_size(resolved, ec);
-  if (ec || size > options_.max_bytes) {
+  if (ec || size > max_bytes) {
     fail("The local media file " + filepath.string() + " is larger than the " +
-         std::to_string(options_.max_bytes) + "-byte media limit.");
+         std::to_string(max_bytes) + "-byte media limit.");
   }
   std::vector<std::uint8_t> bytes(size);
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
@@ -300,17 +325,23 @@ void MediaConnector::check_allowed_domain(const std::string& host) const {
   }
 }
 
-std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) const {
+std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url,
+                                                        MediaKind kind) const {
+  const std::size_t max_bytes = max_bytes_for(kind);
+  const double timeout_s =
+      kind == MediaKind::kVideo ? options_.video_fetch_timeout_s : options_.fetch_timeout_s;
   if (options_.disable_url_fetch) {
     fail(
         "Fetching media from http(s) URLs is disabled on this server (--disable-media-url-fetch); "
-        "send the image inline as a data:image/...;base64, URL.");
+        "send the " +
+        std::string(kind_name(kind)) + " inline as a data:" + kind_name(kind) +
+        "/...;base64, URL.");
   }
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options_.fetch_timeout_s));
+                                           std::chrono::duration<double>(timeout_s));
   const std::string timeout_message = "Failed to fetch media from URL: no complete answer within " +
-                                      format_seconds(options_.fetch_timeout_s) + ".";
+                                      format_seconds(timeout_s) + ".";
   std::string current = url;
   for (int hop = 0;; ++hop) {
     const auto parts = parse_http_url(current);
@@ -326,7 +357,7 @@ std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) 
     std::unique_ptr<CURL, CurlEasyDeleter> curl(curl_easy_init());
     if (!curl) fail("Failed to fetch media from URL: cannot start an HTTP client.");
     Download download;
-    download.max_bytes = options_.max_bytes;
+    download.max_bytes = max_bytes;
     download.block_private = options_.block_private_addresses;
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, current.c_str());
@@ -335,7 +366,7 @@ std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) 
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
     curl_easy_setopt(c, CURLOPT_USERAGENT, "gemmaserve/" GEMMASERVE_VERSION);
-    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_bytes));
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &download);
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
@@ -343,7 +374,7 @@ std::vector<std::uint8_t> MediaConnector::load_http_url(const std::string& url) 
     const CURLcode rc = curl_easy_perform(c);
     if (download.over_limit || rc == CURLE_FILESIZE_EXCEEDED) {
       fail("Failed to fetch media from URL: the response is larger than the " +
-           std::to_string(options_.max_bytes) + "-byte media limit.");
+           std::to_string(max_bytes) + "-byte media limit.");
     }
     if (!download.blocked_address.empty()) {
       fail("Media URL host resolves to a blocked address: " + download.blocked_address +

@@ -29,11 +29,14 @@ struct MediaConnectorOptions {
   bool block_private_addresses = false;
   // The most bytes one media item may have, however it arrives.
   std::size_t max_bytes = std::size_t{20} << 20;
+  // Videos are larger: their own cap, and vLLM's VLLM_VIDEO_FETCH_TIMEOUT (30 s).
+  std::size_t video_max_bytes = std::size_t{256} << 20;
+  double video_fetch_timeout_s = 30.0;
 };
 
 // What a URL is expected to hold: a data: URL's media type must be of this kind (image/...,
-// audio/...), and messages name it.
-enum class MediaKind { kImage, kAudio };
+// audio/..., video/...), and messages name it. Videos have their own size cap and timeout.
+enum class MediaKind { kImage, kAudio, kVideo };
 
 class MediaConnector {
  public:
@@ -50,8 +53,10 @@ class MediaConnector {
 
  private:
   std::vector<std::uint8_t> load_data_url(const std::string& url, MediaKind kind) const;
-  std::vector<std::uint8_t> load_file_url(const std::string& url) const;
-  std::vector<std::uint8_t> load_http_url(const std::string& url) const;
+  std::vector<std::uint8_t> load_file_url(const std::string& url, MediaKind kind) const;
+  std::vector<std::uint8_t> load_http_url(const std::string& url, MediaKind kind) const;
+  std::size_t max_bytes_for(MediaKind kind) const;
+  static const char* kind_name(MediaKind kind);
   void check_allowed_domain(const std::string& host) const;
 
   MediaConnectorOptions options_;

@@ -12,6 +12,7 @@
 #include "server/shared/api_error.h"
 #include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
+#include "server/shared/chat_video.h"
 
 namespace gemmaserve {
 namespace {
@@ -301,9 +302,8 @@ std::vector<std::string> check_messages(const ordered_json& messages) {
         }
       } else if (is_audio_part(part)) {
         audio_part_url(part);  // a malformed part is a 400 here
-      } else if (type == "video_url") {
-        throw bad_request("Content part type '" + type + "' is not supported by this model.",
-                          "messages");
+      } else if (is_video_part(part)) {
+        video_part_url(part);  // a malformed part is a 400 here
       } else {
         throw bad_request("Unknown content part type '" + type + "'", "messages");
       }
@@ -428,6 +428,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
   if (messages == nullptr) throw bad_request("messages: Field required", "messages");
   r.image_urls = check_messages(*messages);
   r.audio_urls = audio_urls_of(*messages);
+  r.video_urls = video_urls_of(*messages);
   r.messages = *messages;
   if (const auto* tools = f.raw("tools")) {
     check_tools(*tools);
@@ -485,6 +486,15 @@ ChatRequest parse_chat_request(const ordered_json& body, const SamplingParams& d
     } catch (const InputError& e) {
       throw bad_request(e.what(), "mm_processor_kwargs");
     }
+    r.mm_processor_kwargs = nlohmann::json(*kw);
+  }
+  if (const auto* kw = f.raw("media_io_kwargs")) {
+    try {
+      apply_media_io_kwargs(nlohmann::json(*kw), "media_io_kwargs", {});
+    } catch (const InputError& e) {
+      throw bad_request(e.what(), "media_io_kwargs");
+    }
+    r.media_io_kwargs = nlohmann::json(*kw);
   }
   if (auto v = f.get_bool("return_prompt_text")) r.return_prompt_text = *v;
   r.ignored_fields = f.unread();

@@ -76,7 +76,10 @@ struct ChatRequest : GenerationRequest {
   nlohmann::ordered_json documents;     // null or an array
   std::vector<std::string> image_urls;  // the image parts' URLs, in message order
   std::vector<std::string> audio_urls;  // the audio parts' URLs (input_audio as data:), in order
+  std::vector<std::string> video_urls;  // the video_url parts' URLs, in order
   std::optional<int> max_soft_tokens;   // mm_processor_kwargs.max_soft_tokens
+  nlohmann::json mm_processor_kwargs;   // as given (num_frames / fps reach the video loader)
+  nlohmann::json media_io_kwargs;       // the request's loader options, over --media-io-kwargs
   bool return_prompt_text = false;      // the rendered prompt as prompt_text
   bool parallel_tool_calls = true;      // false: only the first tool call is returned
 };

@@ -11,6 +11,7 @@
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_output_parser.h"
 #include "server/shared/chat_rendering.h"
+#include "server/shared/chat_video.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -383,6 +384,8 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   }
   std::vector<PromptImage> images = load_prompt_images(ctx, req.image_urls, req.max_soft_tokens);
   std::vector<PromptAudio> audios = load_prompt_audios(ctx, req.audio_urls);
+  std::vector<PromptVideo> videos = load_prompt_videos(
+      ctx, req.video_urls, video_load_options(ctx, req.media_io_kwargs, req.mm_processor_kwargs));
   std::optional<ChatTemplate> request_template;
   const ChatTemplate* tmpl = &select_chat_template(ctx, req.chat_template, request_template);
   ChatPromptInput in;
@@ -402,7 +405,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   prepare_prompt_ids(ctx, job->prompt_ids, req.truncate_prompt_tokens, req.truncate_keeps_first);
   // The engine expands each <|image|> itself; usage and the length checks count the expansion.
   std::vector<int32_t> engine_ids = job->prompt_ids;
-  job->prompt_ids = expand_prompt_images(ctx, engine_ids, images, audios);
+  job->prompt_ids = expand_prompt_images(ctx, engine_ids, images, audios, videos);
 
   const bool in_thought = prompt_ends_in_open_thought_channel(prompt.text);
   SamplingParams params = req.params;
@@ -451,6 +454,7 @@ ServingResponse serve_chat(ServingContext& ctx, const ordered_json& body) {
   er.prompt_token_ids = std::move(engine_ids);
   er.images = std::move(images);
   er.audios = std::move(audios);
+  er.videos = std::move(videos);
   er.prompt = prompt.text;
   er.params = params;
   er.params.validate(ctx.engine.vocab_size(), ctx.options.max_logprobs);  // --max-logprobs

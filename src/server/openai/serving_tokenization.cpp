@@ -11,6 +11,7 @@
 #include "server/shared/chat_audio.h"
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_rendering.h"
+#include "server/shared/chat_video.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve {
@@ -27,6 +28,11 @@ const Tokenizer& require_tokenizer(const ServingContext& ctx) {
 std::optional<std::string> model_field(const ordered_json& body) {
   if (body.contains("model") && body["model"].is_string()) return body["model"].get<std::string>();
   return std::nullopt;
+}
+
+nlohmann::json plain_field(const ordered_json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() ? nlohmann::json() : nlohmann::json(*it);
 }
 
 std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer& tok,
@@ -48,6 +54,10 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   }
   const std::vector<PromptImage> images = load_prompt_images(ctx, image_urls_of(messages), budget);
   const std::vector<PromptAudio> audios = load_prompt_audios(ctx, audio_urls_of(messages));
+  const std::vector<PromptVideo> videos =
+      load_prompt_videos(ctx, video_urls_of(messages),
+                         video_load_options(ctx, plain_field(body, "media_io_kwargs"),
+                                            plain_field(body, "mm_processor_kwargs")));
   in.messages = messages_for_template(messages);
   in.tools = body.value("tools", ordered_json(nullptr));
   in.add_generation_prompt = body.value("add_generation_prompt", true);
@@ -70,7 +80,8 @@ std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const Tokenizer&
   std::optional<ChatTemplate> storage;
   const ChatTemplate& tmpl = select_chat_template(ctx, request_template, storage);
   return expand_prompt_images(
-      ctx, ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids), images, audios);
+      ctx, ctx.engine.prompt_with_bos(render_chat_prompt(tmpl, tok, in).token_ids), images, audios,
+      videos);
 }
 
 }  // namespace

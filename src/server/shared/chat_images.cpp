@@ -4,6 +4,7 @@
 #include "core/logging.h"
 #include "engine/image_placeholders.h"
 #include "server/shared/chat_audio.h"
+#include "server/shared/chat_video.h"
 #include "server/shared/serving_common.h"
 
 namespace gemmaserve {
@@ -91,6 +92,7 @@ ordered_json messages_for_template(const ordered_json& messages) {
     for (ordered_json& part : *content) {
       if (is_image_part(part)) part = ordered_json{{"type", "image"}};
       if (is_audio_part(part)) part = ordered_json{{"type", "audio"}};
+      if (is_video_part(part)) part = ordered_json{{"type", "video"}};
     }
   }
   return out;
@@ -136,9 +138,10 @@ std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
 
 std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
                                           std::span<const PromptImage> images,
-                                          std::span<const PromptAudio> audios) {
+                                          std::span<const PromptAudio> audios,
+                                          std::span<const PromptVideo> videos) {
   try {
-    return ctx.engine.expand_media_placeholders(ids, images, audios).token_ids;
+    return ctx.engine.expand_media_placeholders(ids, images, audios, videos).token_ids;
   } catch (const InputError& e) {
     throw InputError(e.what(), "messages");
   }

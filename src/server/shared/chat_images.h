@@ -15,6 +15,7 @@
 
 #include "gemmaserve/prompt_audio.h"
 #include "gemmaserve/prompt_image.h"
+#include "gemmaserve/prompt_video.h"
 #include "io/image/image_decode.h"
 #include "io/media/media_connector.h"
 
@@ -56,6 +57,7 @@ std::vector<PromptImage> load_prompt_images(const ServingContext& ctx,
 // length checks, /tokenize); the engine's refusals become 400s naming messages.
 std::vector<int32_t> expand_prompt_images(const ServingContext& ctx, std::span<const int32_t> ids,
                                           std::span<const PromptImage> images,
-                                          std::span<const PromptAudio> audios = {});
+                                          std::span<const PromptAudio> audios = {},
+                                          std::span<const PromptVideo> videos = {});
 
 }  // namespace gemmaserve

@@ -9,6 +9,7 @@
 #include "server/shared/chat_images.h"
 #include "server/shared/chat_output_parser.h"
 #include "server/shared/chat_rendering.h"
+#include "server/shared/chat_video.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,6 +73,9 @@ std::vector<ChatOutput> LLM::chat(const std::vector<nlohmann::ordered_json>& con
     }
     prompts.back().audios =
         load_chat_audios(media, audio_urls_of(conversations[i]), engine().args().max_audio_seconds);
+    prompts.back().videos =
+        load_chat_videos(media, video_urls_of(conversations[i]),
+                         engine_video_load_options(engine().args(), media.options()));
     per_prompt.push_back(params[params.size() == 1 ? 0 : i]);
     if (parsing) per_prompt.back().skip_special_tokens = false;  // the parsers read the markers
   }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# End to end, video (issue 41): `gemmaserve serve` on the tiny Gemma 4 preset (it has a vision
+# tower) with the real vocabulary and chat template, driven by the official openai npm SDK
+# (tests/node/video_openai.mjs) with clips made here by Debian's python3-av (FFmpeg's encoders):
+# H.264 MP4, VP9 WebM, a GIF, a 40-second clip over --max-video-seconds and a truncated MP4.
+# Usage: video_e2e.sh BINARY REPO_ROOT
+set -euo pipefail
+
+BIN="$1"
+ROOT="$2"
+# shellcheck source=lib/tiny_server.sh
+source "$(dirname "$0")/lib/tiny_server.sh"  # SHARED VOCAB TEMPLATE, the server
+# shellcheck source=lib/skip.sh
+source "$(dirname "$0")/lib/skip.sh"
+
+NODE_DIR="$ROOT/tests/node"
+[ -f "$VOCAB" ] || skip "shared data missing: $VOCAB"
+command -v node >/dev/null || skip "node is not installed (run scripts/setup)"
+[ -d "$NODE_DIR/node_modules/openai" ] || skip "npm package openai missing (run scripts/setup)"
+/usr/bin/python3 -c 'import av' 2>/dev/null || skip "Debian's python3-av is not installed (run scripts/setup)"
+
+TMP="$(mktemp -d)"
+trap 'stop_tiny_server; rm -rf "$TMP"' EXIT
+MODEL="$TMP/model"
+CLIPS="$TMP/clips"
+mkdir -p "$CLIPS"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
+
+/usr/bin/python3 - "$CLIPS" <<'PYEOF'
+import sys
+from fractions import Fraction
+
+import av
+import numpy as np
+
+out = sys.argv[1]
+
+
+def clip(name, codec, seconds, fps, width, height, pix_fmt="yuv420p", tint=0):
+    with av.open(f"{out}/{name}", "w") as container:
+        stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        y, x = np.mgrid[0:height, 0:width]
+        for i in range(int(seconds * fps)):
+            rgb = np.stack([(x * 4 + i * 3 + tint) % 256, (y * 4 + i) % 256,
+                            np.full_like(x, (i * 7 + tint) % 256)], -1).astype(np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+clip("short.mp4", "libx264", 3, 10, 64, 48)
+clip("other.mp4", "libx264", 3, 10, 64, 48, tint=90)
+clip("clip.webm", "libvpx-vp9", 2, 12, 80, 60)
+clip("anim.gif", "gif", 1, 8, 40, 30, pix_fmt="rgb8")
+clip("long.mp4", "libx264", 40, 2, 32, 32)
+from PIL import Image
+for i, tint in enumerate([(200, 10, 30), (10, 40, 220)]):
+    Image.new("RGB", (64, 48), tint).save(f"{out}/frame{i}.jpg", quality=90)
+with open(f"{out}/short.mp4", "rb") as f:
+    data = f.read()
+with open(f"{out}/truncated.mp4", "wb") as f:
+    f.write(data[: len(data) // 2])
+PYEOF
+
+start_tiny_server "$MODEL" --served-model-name gemma4 --block-size 16 \
+  --limit-mm-per-prompt '{"video": 2}' --max-video-seconds 30 \
+  --media-io-kwargs '{"video": {"num_frames": 8}}'
+node "$NODE_DIR/video_openai.mjs" "$BASE_URL" "$CLIPS" "$BIN"
+echo "PASS: video end to end"
