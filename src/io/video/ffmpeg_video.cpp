@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -168,8 +171,9 @@ struct OpenedStream {
     for (AVDictionary*& entry : options) av_dict_set_int(&entry, "max_pixels", max_pixels, 0);
     const int probed = avformat_find_stream_info(format, options.data());
     for (AVDictionary*& entry : options) av_dict_free(&entry);
-    if (probed < 0)
+    if (probed < 0) {
       throw_unreadable("its streams could not be probed (" + ffmpeg_error_text(probed) + ")");
+    }
     check_pixels(stream->codecpar->width, stream->codecpar->height, limits);
     if (format->duration_estimation_method != AVFMT_DURATION_FROM_BITRATE) {
       check_duration(header_seconds(*format, *stream), limits);
@@ -491,7 +495,8 @@ class SampledFrameDecoder {
       throw_unreadable("its pixel format " + std::string(name ? name : "unknown") +
                        " cannot be converted to RGB");
     }
-    // swscale's SIMD stores whole 16-pixel groups: rows padded past them, 64-byte aligned.
+    // swscale's SIMD converts rows in whole groups of pixels and skips a last partial group when
+    // the row leaves no room for it: rows padded to 16 pixels, then to 64 bytes.
     const int stride = ((width + 15) / 16 * 16 * 3 + 63) / 64 * 64;
     const std::size_t bytes = static_cast<std::size_t>(stride) * height + 64;
     if (bytes > bgr_bytes_) {

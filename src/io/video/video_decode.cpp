@@ -65,9 +65,11 @@ bool looks_like_animated_webp(std::span<const std::uint8_t> bytes) {
                    std::to_string(end) + " but the file has " + std::to_string(size) + " bytes");
 }
 
-// Top-level MP4 boxes must fit the file: a cut-off download fails here with a clear message
-// rather than as a missing moov box or frames that never arrive.
+// The top-level MP4 boxes holding the media (the index, the samples, fragments) must fit the
+// file: a cut-off download fails here with a clear message rather than as a missing moov box or
+// frames that never arrive. Other boxes may be padding or junk libavformat skips.
 void check_mp4_boxes(std::span<const std::uint8_t> bytes) {
+  static constexpr std::array<std::string_view, 3> kMediaBoxes = {"moov", "mdat", "moof"};
   std::uint64_t offset = 0;
   while (offset + 8 <= bytes.size()) {
     std::uint64_t size = read_be(bytes, offset, 4);
@@ -81,6 +83,7 @@ void check_mp4_boxes(std::span<const std::uint8_t> bytes) {
     if (size < header) return;  // not a box structure: libavformat reports it
     if (size > bytes.size() - offset) {
       const std::string type(bytes.begin() + offset + 4, bytes.begin() + offset + 8);
+      if (std::find(kMediaBoxes.begin(), kMediaBoxes.end(), type) == kMediaBoxes.end()) return;
       throw_truncated("'" + type + "' box", offset + size, bytes.size());
     }
     offset += size;
