@@ -68,4 +68,29 @@ start_tiny_server "$MODEL" --served-model-name gemma4 --block-size 16 \
   --limit-mm-per-prompt '{"video": 2}' --max-video-seconds 30 \
   --media-io-kwargs '{"video": {"num_frames": 8}}'
 node "$NODE_DIR/video_openai.mjs" "$BASE_URL" "$CLIPS" "$BIN"
+stop_tiny_server
+
+# The unified 12B layout embeds the frames with its encoder-free patch embedder: 8 frames of a
+# 64x48 clip, each <|image> + 63 x <|video|> + <image|> (its merged 48x48 patches, one each).
+UNIFIED="$TMP/unified"
+make_tiny_model "$VOCAB" "$TEMPLATE" "$UNIFIED" tiny-unified
+start_tiny_server "$UNIFIED" --served-model-name gemma4 \
+  --media-io-kwargs '{"video": {"num_frames": 8}}'
+/usr/bin/python3 - "$BASE_URL" "$CLIPS/short.mp4" <<'PYEOF'
+import base64, json, sys, urllib.request
+
+base, clip = sys.argv[1], sys.argv[2]
+url = "data:video/mp4;base64," + base64.b64encode(open(clip, "rb").read()).decode()
+body = {"model": "gemma4", "max_tokens": 4, "return_token_ids": True, "messages": [
+    {"role": "user", "content": [{"type": "text", "text": "What happens?"},
+                                 {"type": "video_url", "video_url": {"url": url}}]}]}
+request = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+answer = json.load(urllib.request.urlopen(request))
+ids = answer["prompt_token_ids"]
+assert ids.count(258884) == 8 * 63, ids.count(258884)
+assert ids.count(255999) == 8, ids.count(255999)
+assert answer["usage"]["prompt_tokens"] == len(ids)
+print("ok   unified model: 8 frames x 63 soft tokens, answer", repr(answer["choices"][0]["message"]["content"]))
+PYEOF
 echo "PASS: video end to end"
