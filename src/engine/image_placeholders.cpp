@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/block_hash.h"
 #include "model/gemma4_image_processor.h"
 
@@ -143,6 +144,32 @@ std::optional<int> parse_mm_processor_kwargs(const nlohmann::json& kwargs,
   return max_soft_tokens;
 }
 
+namespace {
+
+// vLLM's per-modality options besides count size the dummy items of its memory profiling run
+// (ImageDummyOptions, VideoDummyOptions, AudioDummyOptions); gemmaserve has no such run.
+void check_dummy_options(const std::string& flag, const std::string& modality,
+                         const nlohmann::json& options) {
+  const std::vector<std::string> known =
+      modality == "image"   ? std::vector<std::string>{"width", "height"}
+      : modality == "video" ? std::vector<std::string>{"num_frames", "width", "height"}
+                            : std::vector<std::string>{"length"};
+  for (const auto& [key, value] : options.items()) {
+    if (key == "count") continue;
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string names = "count";
+      for (const std::string& k : known) names += ", " + k;
+      throw InputError(flag + ": unknown option '" + key + "' of '" + modality + "' (" + names +
+                       ")");
+    }
+    GS_LOG_WARNING << flag << ": " << modality << "." << key
+                   << " sizes vLLM's memory-profiling dummy inputs; gemmaserve does no profiling "
+                      "run, so it changes nothing";
+  }
+}
+
+}  // namespace
+
 std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_text) {
   const std::string flag = "--limit-mm-per-prompt";
   nlohmann::json j;
@@ -157,6 +184,7 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json_tex
     if (key != "image" && key != "video" && key != "audio") {
       throw InputError(flag + ": unknown modality '" + key + "' (image, video or audio)");
     }
+    if (value.is_object()) check_dummy_options(flag, key, value);
     const nlohmann::json& count =
         value.is_object() && value.contains("count") ? value.at("count") : value;
     if (!count.is_number_integer() || count.get<int64_t>() < 0 ||

@@ -124,6 +124,15 @@ TEST(LimitMmPerPrompt, VideoLimitsAreCounted) {
             "increase this limit.");
   EXPECT_EQ(parse_limit_mm_per_prompt(R"({"image": 1, "audio": {"count": 2}})").at("audio"), 2);
   EXPECT_EQ(parse_limit_mm_per_prompt(R"({"audio": 0})").at("audio"), 0);
+  // vLLM's profiling options are taken (with a warning), anything else is refused.
+  EXPECT_EQ(parse_limit_mm_per_prompt(R"({"video": {"count": 2, "num_frames": 16, "width": 640}})")
+                .at("video"),
+            2);
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"video": {"fps": 2}})"); }),
+            "--limit-mm-per-prompt: unknown option 'fps' of 'video' (count, num_frames, width, "
+            "height)");
+  EXPECT_EQ(input_error_of([] { parse_limit_mm_per_prompt(R"({"audio": {"width": 2}})"); }),
+            "--limit-mm-per-prompt: unknown option 'width' of 'audio' (count, length)");
 }
 
 TEST(ImageContentHash, DependsOnPixelsSizeAndBudget) {
