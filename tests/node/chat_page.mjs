@@ -13,10 +13,15 @@
 //     server (a model with audio) answers it;
 //  8. a recording from chromium's fake microphone is attached as a WAV the server decodes, and
 //     without a microphone Record says so and breaks nothing;
-//  9. a click on an example question sends it alone in a new chat, with the thinking and tools it
+//  9. a video over the page's limit is refused on the page; an attached clip shows as a chip (name,
+//     duration, size) that × removes, goes as a video_url data:video/mp4 part, is shown in the
+//     history, and the server answers it; a truncated clip gets the server's 400 message, leaves
+//     the history, and the chat goes on;
+// 10. a click on an example question sends it alone in a new chat, with the thinking and tools it
 //     needs.
-// Saves a screenshot. usage: node chat_page.mjs --base-url URL --model NAME --api-key KEY
-//   --chromium PATH --screenshot FILE.png --audio FILE.wav
+// Saves two screenshots (FILE.png, FILE_video.png). usage: node chat_page.mjs --base-url URL
+//   --model NAME --api-key KEY --chromium PATH --screenshot FILE.png --audio FILE.wav
+//   --video CLIP.mp4 --corrupt-video TRUNCATED.mp4
 // Prints PASS or FAIL (with the reason) and exits 0 or 1.
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -32,6 +37,8 @@ function parseArgs(argv) {
     "--chromium": "chromium",
     "--screenshot": "screenshot",
     "--audio": "audio",
+    "--video": "video",
+    "--corrupt-video": "corruptVideo",
   };
   for (let i = 2; i < argv.length; i += 2) {
     if (!(argv[i] in names) || argv[i + 1] === undefined) throw new Error(`bad flag ${argv[i]}`);
@@ -108,9 +115,10 @@ async function sendMessage(page, text) {
 // The n-th assistant turn of the conversation shown.
 const assistant = (page, n) => page.locator(".message.assistant").nth(n);
 
-// attach(), then `text` sent to the real server as the chat's first turn; returns the request body
-// the page sent and the answer's footer once the turn is done (a failed turn fails the check).
-async function sendWithMedia(page, text, attach) {
+// attach(), then `text` sent to the real server as the chat's turn `turnIndex` (the first by
+// default); returns the request body the page sent and the answer's footer once the turn is done
+// (a failed turn fails the check).
+async function sendWithMedia(page, text, attach, turnIndex = 0) {
   let body = null;
   const onRequest = (r) => {
     if (r.url().endsWith("/v1/chat/completions")) body = r.postDataJSON();
@@ -119,7 +127,7 @@ async function sendWithMedia(page, text, attach) {
   try {
     await attach();
     await sendMessage(page, text);
-    const turn = assistant(page, 0);
+    const turn = assistant(page, turnIndex);
     await turn.and(page.locator('[data-state="done"], [data-state="error"]')).waitFor({ timeout: 60000 });
     const meta = await turn.locator(".meta").textContent();
     check((await turn.getAttribute("data-state")) === "done", `the turn '${text}' failed: ${meta}`);
@@ -370,7 +378,108 @@ async function main() {
     check((await page.textContent("#attached")) === "", "something was attached without a microphone");
     console.log(`no microphone: '${noMicrophone}'`);
 
-    // 9. Example questions: one click sends the question with what it needs, nothing typed.
+    // 9. Video. Over the page's limit (20 MB): refused in the status line, nothing attached.
+    await page.click("#new-chat");
+    await page.setInputFiles("#video-file", {
+      name: "big.mp4",
+      mimeType: "video/mp4",
+      buffer: Buffer.alloc(20 * 1000 * 1000 + 1),
+    });
+    await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Not attached"));
+    const tooBig = await page.textContent("#status");
+    check(
+      tooBig === "Not attached: big.mp4 is 20.1 MB; the page sends videos of up to 20 MB",
+      `an oversized clip: '${tooBig}'`,
+    );
+    const chip = page.locator("#attached .chip");
+    check((await chip.count()) === 0, "the oversized clip was attached");
+    console.log(`video over the limit: '${tooBig}'`);
+
+    // A chosen clip is a chip: its name, the duration the browser reads (2 s), its size; × removes it.
+    const clipName = basename(opts.video);
+    const attachClip = async () => {
+      await page.setInputFiles("#video-file", opts.video);
+      await chip.waitFor({ timeout: 10000 });
+      await page
+        .waitForFunction(() => /^0:02 · /.test(document.querySelector("#attached .chip-detail").textContent), null, {
+          timeout: 10000,
+        })
+        .catch(() => {}); // the check below says what it shows instead
+      const detail = await chip.locator(".chip-detail").textContent();
+      check((await chip.locator(".chip-name").textContent()) === clipName, "the chip does not name the clip");
+      check(/^0:02 · \d+ KB$/.test(detail), `the chip shows '${detail}', not the duration and size`);
+      return detail;
+    };
+    const chipDetail = await attachClip();
+    await chip.locator(".chip-remove").click();
+    check((await chip.count()) === 0 && (await page.textContent("#attached")) === "", "× did not remove the clip");
+    console.log(`video chip: '${clipName}' '${chipDetail}', removed by ×`);
+
+    // Sent: a video_url part holding the file as a data:video/mp4 URL, before the text; the real
+    // server decodes it and answers; the history shows the clip and its name.
+    const mp4Url = `data:video/mp4;base64,${readFileSync(opts.video).toString("base64")}`;
+    const videoTurn = await sendWithMedia(page, "What happens in this clip?", async () => {
+      await page.setInputFiles("#video-file", opts.video);
+      await chip.waitFor({ timeout: 10000 });
+    });
+    const videoParts = videoTurn.body?.messages?.at(-1)?.content;
+    check(
+      Array.isArray(videoParts) && videoParts.length === 2 && videoParts[0].type === "video_url" &&
+        videoParts[0].video_url.url === mp4Url && videoParts[1].type === "text" &&
+        videoParts[1].text === "What happens in this clip?",
+      `the clip was not sent as a video_url part: ${JSON.stringify(videoParts)?.slice(0, 200)}`,
+    );
+    const shownClip = page.locator(".message.user video.clip");
+    check((await shownClip.count()) === 1, "the clip is not shown in the history");
+    check((await shownClip.getAttribute("src")) === mp4Url, "the shown clip is not the attached file");
+    check((await page.textContent(".message.user .media-name")) === clipName, "the history does not name the clip");
+    check((await page.textContent("#attached")) === "", "the video attachment was not cleared");
+    console.log(`video: ${clipName} sent as a video_url data:video/mp4 part, server answered (${videoTurn.meta})`);
+
+    // A truncated clip: the server's 400 message is shown, the message leaves the history (its text
+    // comes back to the composer), and the chat goes on without it.
+    await page.setInputFiles("#video-file", opts.corruptVideo);
+    await chip.waitFor({ timeout: 10000 });
+    await sendMessage(page, "And this one?");
+    const refused = assistant(page, 1);
+    await refused.and(page.locator('[data-state="done"], [data-state="error"]')).waitFor({ timeout: 60000 });
+    const refusal = await refused.locator(".meta").textContent();
+    const corruptBytes = readFileSync(opts.corruptVideo).length;
+    check(
+      new RegExp(
+        `^Error: The video is truncated or corrupt: its 'mdat' box ends at byte \\d+ but the file has ${corruptBytes} bytes$`,
+      ).test(refusal),
+      `the truncated clip's turn says '${refusal}'`,
+    );
+    const dropped = page.locator(".message.user").nth(1);
+    check((await dropped.getAttribute("data-state")) === "dropped", "the refused message is not marked");
+    check(
+      (await dropped.locator(".meta").textContent()) === "Left out of the conversation: the request failed",
+      "the refused message does not say it was left out",
+    );
+    check((await page.inputValue("#prompt")) === "And this one?", "the refused message's text did not come back");
+    check(await page.isVisible("#send"), "Send is not back after the 400");
+    check(await page.isEnabled("#prompt"), "the composer is disabled after the 400");
+    const followUp = await sendWithMedia(page, "Describe the first clip again.", async () => {}, 2);
+    const followMessages = followUp.body?.messages ?? [];
+    check(
+      followMessages.map((m) => m.role).join(",") === "user,assistant,user" &&
+        followMessages[0].content[0].video_url?.url === mp4Url &&
+        followMessages[2].content === "Describe the first clip again.",
+      `the request after the 400 sent ${JSON.stringify(followMessages)?.slice(0, 300)}`,
+    );
+    console.log(`corrupt video: '${refusal}'; the next turn went without it (${followUp.meta})`);
+
+    // For the eye: the clip in the history, the refused turn, a clip attached in the composer.
+    const videoScreenshot = opts.screenshot.replace(/(\.png)?$/, "_video.png");
+    await attachClip();
+    await page.setViewportSize({ width: 1280, height: 1100 }); // the whole chat in view
+    await page.screenshot({ path: videoScreenshot });
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await chip.locator(".chip-remove").click();
+    console.log(`screenshot: ${videoScreenshot}`);
+
+    // 10. Example questions: one click sends the question with what it needs, nothing typed.
     await page.click("#new-chat");
     const exampleBodies = [];
     await page.route("**/v1/chat/completions", async (route) => {

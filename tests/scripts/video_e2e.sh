@@ -26,35 +26,18 @@ CLIPS="$TMP/clips"
 mkdir -p "$CLIPS"
 make_tiny_model "$VOCAB" "$TEMPLATE" "$MODEL"
 
-/usr/bin/python3 - "$CLIPS" <<'PYEOF'
+/usr/bin/python3 - "$CLIPS" "$(dirname "$0")/lib" <<'PYEOF'
 import sys
-from fractions import Fraction
 
-import av
-import numpy as np
+sys.path.insert(0, sys.argv[2])
+from video_clip import clip
 
 out = sys.argv[1]
-
-
-def clip(name, codec, seconds, fps, width, height, pix_fmt="yuv420p", tint=0):
-    with av.open(f"{out}/{name}", "w") as container:
-        stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
-        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        y, x = np.mgrid[0:height, 0:width]
-        for i in range(int(seconds * fps)):
-            rgb = np.stack([(x * 4 + i * 3 + tint) % 256, (y * 4 + i) % 256,
-                            np.full_like(x, (i * 7 + tint) % 256)], -1).astype(np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-clip("short.mp4", "libx264", 3, 10, 64, 48)
-clip("other.mp4", "libx264", 3, 10, 64, 48, tint=90)
-clip("clip.webm", "libvpx-vp9", 2, 12, 80, 60)
-clip("anim.gif", "gif", 1, 8, 40, 30, pix_fmt="rgb8")
-clip("long.mp4", "libx264", 40, 2, 32, 32)
+clip(f"{out}/short.mp4", "libx264", 3, 10, 64, 48)
+clip(f"{out}/other.mp4", "libx264", 3, 10, 64, 48, tint=90)
+clip(f"{out}/clip.webm", "libvpx-vp9", 2, 12, 80, 60)
+clip(f"{out}/anim.gif", "gif", 1, 8, 40, 30, pix_fmt="rgb8")
+clip(f"{out}/long.mp4", "libx264", 40, 2, 32, 32)
 from PIL import Image
 for i, tint in enumerate([(200, 10, 30), (10, 40, 220)]):
     Image.new("RGB", (64, 48), tint).save(f"{out}/frame{i}.jpg", quality=90)

@@ -19,6 +19,9 @@ const EXAMPLE_TOOLS = [
     },
   },
 ];
+// The largest video the page attaches. It goes base64 (a third larger) in every request of the
+// chat, and the server takes request bodies up to --max-request-size-mb (64 MB by default).
+const VIDEO_MAX_BYTES = 20 * 1000 * 1000;
 
 const $ = (id) => document.getElementById(id);
 const chat = {
@@ -27,6 +30,7 @@ const chat = {
   pendingToolCalls: new Map(), // tool_call_id -> true while its result is not given
   images: [], // data: URLs attached to the next message
   audios: [], // {data (base64), format, url} attached to the next message: input_audio parts
+  videos: [], // {url (data:), name, chip (its element in the composer)}: video_url parts
   recorder: null, // the MediaRecorder while the microphone records
 };
 
@@ -302,7 +306,20 @@ function setBusy(busy) {
   setStatus(busy ? "Generating…" : "Ready");
 }
 
-async function generate() {
+// A user message whose request failed (a 400 for a corrupt clip, a 401, a 413, ...) leaves the
+// history, so the next request goes without it; its bubble stays, marked, and its text comes back
+// to the composer to send again.
+function dropTurn(turn) {
+  const at = chat.messages.lastIndexOf(turn.message);
+  if (at >= 0) chat.messages.splice(at, 1); // else a new chat has begun since
+  turn.bubble.dataset.state = "dropped";
+  turn.bubble.append(element("div", "meta", "Left out of the conversation: the request failed"));
+  if (!$("prompt").value) $("prompt").value = turn.text;
+}
+
+// Streams the answer to the history; `turn` ({message, bubble, text}) is the user message just
+// sent, if that is what asks.
+async function generate(turn = null) {
   const model = $("model").value;
   let body;
   try {
@@ -329,6 +346,7 @@ async function generate() {
       const message = await errorMessage(res);
       if (res.status === 401) askForKey("The server refused the API key.");
       view.finish("error", `Error: ${message}`);
+      if (turn) dropTurn(turn);
       return;
     }
     let yielded = performance.now();
@@ -382,11 +400,14 @@ function readAsDataURL(file) {
   });
 }
 
+// Images and audio as counts, each video as its chip.
 function showAttached() {
   const counts = [];
   if (chat.images.length) counts.push(`${chat.images.length} image(s)`);
   if (chat.audios.length) counts.push(`${chat.audios.length} audio clip(s)`);
-  $("attached").textContent = counts.join(", ");
+  const shown = chat.videos.map((video) => video.chip);
+  if (counts.length) shown.unshift(counts.join(", "));
+  $("attached").replaceChildren(...shown);
 }
 
 // Reads the chosen files as data: URLs for the next message.
@@ -395,11 +416,15 @@ async function attachImages(files) {
   showAttached();
 }
 
+function fileExtension(file) {
+  return /\.([a-z0-9]+)$/i.exec(file.name)?.[1].toLowerCase();
+}
+
 // input_audio's format for a file: its extension, else its MIME type. Only a name: the server
 // recognises WAV, FLAC, MP3, OGG Vorbis and Opus by their bytes.
 function audioFormat(file) {
   const byExtension = { wav: "wav", wave: "wav", flac: "flac", mp3: "mp3", ogg: "ogg", oga: "ogg", opus: "opus" };
-  const extension = /\.([a-z0-9]+)$/i.exec(file.name)?.[1].toLowerCase();
+  const extension = fileExtension(file);
   if (extension in byExtension) return byExtension[extension];
   const byType = { "audio/mpeg": "mp3", "audio/x-wav": "wav", "audio/wave": "wav", "audio/x-flac": "flac" };
   return byType[file.type] ?? (file.type.startsWith("audio/") ? file.type.slice(6) : "wav");
@@ -415,6 +440,82 @@ async function attachAudioFiles(files) {
     const url = await readAsDataURL(file);
     attachAudio(url.slice(url.indexOf(",") + 1), audioFormat(file));
   }
+}
+
+// Rounded up: a file over a limit never reads as the limit.
+function fileSize(bytes) {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1000 * 1000) return `${Math.ceil(bytes / 1000)} KB`;
+  return `${Math.ceil(bytes / 100000) / 10} MB`;
+}
+
+// m:ss
+function clockTime(seconds) {
+  const s = Math.round(seconds);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+// The media type of a video's data: URL. The server refuses a video_url data: URL of another kind
+// (browsers give .mkv files no type or application/octet-stream) and reads the format from the
+// bytes, so the extension's type does when the browser's is not a video's.
+function videoType(file) {
+  if (/^video\/|^image\/(gif|webp)$/.test(file.type)) return file.type;
+  const byExtension = {
+    mp4: "video/mp4",
+    m4v: "video/mp4",
+    mov: "video/quicktime",
+    webm: "video/webm",
+    mkv: "video/x-matroska",
+    gif: "image/gif",
+    webp: "image/webp",
+  };
+  return byExtension[fileExtension(file)] ?? "video/mp4";
+}
+
+// A video's chip in the composer: a preview (the first frame, or the GIF), the file name, its
+// duration once the browser has read it (when it can: not a GIF's), its size, and × to remove it.
+function videoChip(video, bytes) {
+  const chip = element("span", "chip");
+  chip.title = video.name;
+  const preview = element(video.url.startsWith("data:image/") ? "img" : "video", "chip-preview");
+  if (preview.tagName === "IMG") preview.alt = "";
+  else preview.preload = "metadata";
+  preview.addEventListener("error", () => (preview.hidden = true));
+  const detail = element("span", "chip-detail", fileSize(bytes));
+  preview.addEventListener("loadedmetadata", () => {
+    // A MediaRecorder WebM has no duration in its header: Infinity.
+    if (Number.isFinite(preview.duration)) {
+      detail.textContent = `${clockTime(preview.duration)} · ${detail.textContent}`;
+    }
+  });
+  preview.src = video.url;
+  const remove = element("button", "chip-remove", "×");
+  remove.type = "button";
+  remove.title = `Remove ${video.name}`;
+  remove.setAttribute("aria-label", `Remove ${video.name}`);
+  remove.addEventListener("click", () => {
+    chat.videos.splice(chat.videos.indexOf(video), 1);
+    showAttached();
+  });
+  chip.append(preview, element("span", "chip-name", video.name), detail, remove);
+  return chip;
+}
+
+// Reads the chosen clips as data: URLs for the next message; a file over VIDEO_MAX_BYTES is
+// refused, saying so in the status line.
+async function attachVideoFiles(files) {
+  for (const file of files) {
+    if (file.size > VIDEO_MAX_BYTES) {
+      const limit = fileSize(VIDEO_MAX_BYTES);
+      setStatus(`Not attached: ${file.name} is ${fileSize(file.size)}; the page sends videos of up to ${limit}`);
+      continue;
+    }
+    const url = await readAsDataURL(file);
+    const video = { url: `data:${videoType(file)};base64,${url.slice(url.indexOf(",") + 1)}`, name: file.name };
+    video.chip = videoChip(video, file.size);
+    chat.videos.push(video);
+  }
+  showAttached();
 }
 
 function base64(bytes) {
@@ -511,11 +612,10 @@ function send() {
   const media = [
     ...chat.images.map((url) => ({ type: "image_url", image_url: { url } })),
     ...chat.audios.map(({ data, format }) => ({ type: "input_audio", input_audio: { data, format } })),
+    ...chat.videos.map(({ url }) => ({ type: "video_url", video_url: { url } })),
   ];
-  chat.messages.push({
-    role: "user",
-    content: media.length ? [...media, { type: "text", text }] : text,
-  });
+  const message = { role: "user", content: media.length ? [...media, { type: "text", text }] : text };
+  chat.messages.push(message);
   const bubble = addTextBubble("user", "You", text);
   for (const url of chat.images) {
     const img = element("img", "thumb");
@@ -529,10 +629,25 @@ function send() {
     audio.src = clip.url;
     bubble.append(audio);
   }
+  for (const { url, name } of chat.videos) {
+    // A GIF or WebP shows as an image; a clip the browser cannot play, only as its name.
+    const shown = url.startsWith("data:image/") ? element("img", "thumb") : element("video", "clip");
+    shown.addEventListener("error", () => (shown.hidden = true));
+    shown.src = url;
+    shown.title = name;
+    if (shown.tagName === "IMG") {
+      shown.alt = name;
+    } else {
+      shown.controls = true;
+      shown.preload = "metadata";
+    }
+    bubble.append(shown, element("div", "media-name", name));
+  }
   chat.images = [];
   chat.audios = [];
+  chat.videos = [];
   showAttached();
-  generate();
+  generate({ message, bubble, text });
 }
 
 // An example starts a new chat (the demo model answers single questions), sets what it needs
@@ -562,6 +677,7 @@ function newChat() {
   chat.messages = [];
   chat.images = [];
   chat.audios = [];
+  chat.videos = [];
   showAttached();
   chat.pendingToolCalls.clear();
   const empty = element("p", "empty", "New conversation.");
@@ -591,6 +707,11 @@ function init() {
   $("audio-file").addEventListener("change", async () => {
     await attachAudioFiles($("audio-file").files);
     $("audio-file").value = "";
+  });
+  $("attach-video").addEventListener("click", () => $("video-file").click());
+  $("video-file").addEventListener("change", async () => {
+    await attachVideoFiles($("video-file").files);
+    $("video-file").value = "";
   });
   if (canRecord()) {
     $("record").addEventListener("click", toggleRecording);
