@@ -175,7 +175,7 @@ const tests = {
   },
   async notAVideo() {
     await expectError(ask('data:video/mp4;base64,' + Buffer.from('hello there, not a clip').toString('base64')),
-      400, 'The file is not a video this server can read (expected MP4, MOV, WebM, MKV, GIF or WebP)');
+      400, 'The file is not a video this server can read (expected MP4, MOV, WebM, MKV, AVI, GIF or WebP)');
   },
 };
 

@@ -142,6 +142,11 @@ std::vector<ReferenceClip> format_clips() {
       VideoSampling{.num_frames = 9});
   add(clip_spec("libaom-av1", "webm", 33, 17, 12), ".webm");
   add(clip_spec("libaom-av1", "matroska", 64, 48, 10, 30), ".mkv");
+  add(clip_spec("mpeg4", "avi", 64, 48, 10, 25), ".avi");
+  ClipSpec mjpeg = clip_spec("mjpeg", "avi", 48, 32, 6, 15);
+  mjpeg.pixel_format = "yuvj420p";
+  add(mjpeg, ".avi");
+  add(clip_spec("mpeg4", "mp4", 64, 48, 8), ".mp4");
   add(clip_spec("gif", "gif", 65, 49, 12, 10), ".gif");
   add(clip_spec("libwebp_anim", "webp", 40, 30, 8, 10), ".webp");
   for (const int rotation : {90, 180, 270}) {
@@ -277,7 +282,8 @@ TEST(VideoDecode, RefusesBadInputWithItsReason) {
   Bytes noise(4096);
   for (std::uint8_t& b : noise) b = static_cast<std::uint8_t>(random());
   const std::string not_a_video =
-      "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, GIF or WebP)";
+      "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, AVI, GIF or "
+      "WebP)";
   EXPECT_EQ(decode_error(noise), not_a_video);
   EXPECT_EQ(testing::input_error_of([&] { video::probe_video(noise); }), not_a_video);
 
@@ -325,9 +331,17 @@ TEST(VideoDecode, RefusesBadInputWithItsReason) {
   little_memory.max_decoded_bytes = 10000;
   EXPECT_EQ(decode_error(mp4, little_memory),
             "The 10 sampled frames of 64x48 would take 92160 bytes decoded; the limit is 10000");
-  EXPECT_EQ(decode_error(make_test_clip(clip_spec("mpeg4", "mp4", 64, 48, 3))),
-            "Could not read the video: its codec is mpeg4; this server decodes H.264, H.265, "
-            "VP8, VP9, AV1 and GIF");
+  const Bytes avi = make_test_clip(clip_spec("mpeg4", "avi", 64, 48, 10));
+  const Bytes cut_avi(avi.begin(), avi.begin() + avi.size() / 2);
+  EXPECT_EQ(decode_error(cut_avi),
+            "The video is truncated or corrupt: its RIFF chunk ends at byte " +
+                std::to_string(avi.size()) + " but the file has " + std::to_string(cut_avi.size()) +
+                " bytes");
+  ClipSpec png = clip_spec("png", "mov", 64, 48, 3);
+  png.pixel_format = "rgb24";
+  EXPECT_EQ(decode_error(make_test_clip(png)),
+            "Could not read the video: its codec is png; this server decodes H.264, H.265, VP8, "
+            "VP9, AV1, MPEG-4 Part 2, Motion JPEG and GIF");
 }
 
 TEST(VideoDecode, CorruptFrameIsRefusedByIndex) {
@@ -367,6 +381,7 @@ TEST(VideoDecode, LooksLikeVideoByMagicBytes) {
   EXPECT_TRUE(video::looks_like_video(bytes("GIF89a\x01\0\x01\0\0\0\0"sv)));
   EXPECT_TRUE(video::looks_like_video(bytes("GIF87a\x01\0\x01\0\0\0\0"sv)));
   EXPECT_TRUE(video::looks_like_video(bytes("RIFF\x30\0\0\0WEBPVP8X\x0a\0\0\0\x02\0\0\0"sv)));
+  EXPECT_TRUE(video::looks_like_video(bytes("RIFF\x30\0\0\0AVI LIST"sv)));
   // Stills: HEIF / AVIF images, a WebP without the animation flag, PNG, JPEG.
   const Bytes heic = bytes(
       "\0\0\0\x18"
@@ -384,8 +399,8 @@ TEST(VideoDecode, LooksLikeVideoByMagicBytes) {
   EXPECT_FALSE(video::looks_like_video(bytes("\xFF\xD8\xFF\xE0\0\x10JFIF\0"sv)));
   EXPECT_FALSE(video::looks_like_video({}));
   EXPECT_EQ(decode_error(heic),
-            "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, GIF or "
-            "WebP)");
+            "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, AVI, GIF "
+            "or WebP)");
 }
 
 TEST(VideoDecode, SeekingGivesTheFramesDecodingInOrderDoes) {

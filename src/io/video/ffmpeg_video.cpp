@@ -27,9 +27,12 @@ namespace gemmaserve::video::detail {
 namespace {
 
 // The codecs decoded, named in the refusal of any other.
-constexpr AVCodecID kDecodedCodecs[] = {AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_VP8,
-                                        AV_CODEC_ID_VP9,  AV_CODEC_ID_AV1,  AV_CODEC_ID_GIF};
-constexpr const char* kDecodedCodecNames = "H.264, H.265, VP8, VP9, AV1 and GIF";
+// MPEG-4 Part 2 and Motion JPEG: what older cameras and many AVI files hold (OpenCV reads them).
+constexpr AVCodecID kDecodedCodecs[] = {AV_CODEC_ID_H264,  AV_CODEC_ID_HEVC, AV_CODEC_ID_VP8,
+                                        AV_CODEC_ID_VP9,   AV_CODEC_ID_AV1,  AV_CODEC_ID_MPEG4,
+                                        AV_CODEC_ID_MJPEG, AV_CODEC_ID_GIF};
+constexpr const char* kDecodedCodecNames =
+    "H.264, H.265, VP8, VP9, AV1, MPEG-4 Part 2, Motion JPEG and GIF";
 
 // OpenCV's eps_zero: rates below it count as absent.
 constexpr double kZeroRate = 0.000025;
@@ -49,6 +52,8 @@ ContainerNames container_names(VideoContainer container) {
       return {"mov", "MP4/MOV"};
     case VideoContainer::kMatroska:
       return {"matroska", "Matroska/WebM"};
+    case VideoContainer::kAvi:
+      return {"avi", "AVI"};
     case VideoContainer::kGif:
     case VideoContainer::kWebp:  // WebP never reaches FFmpeg (webp_video.cpp)
       break;

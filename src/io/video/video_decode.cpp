@@ -136,6 +136,7 @@ void check_container_complete(std::span<const std::uint8_t> bytes, VideoContaine
     case VideoContainer::kMatroska:
       check_matroska_segment(bytes);
       break;
+    case VideoContainer::kAvi:
     case VideoContainer::kWebp:
       if (std::uint64_t{read_le32(bytes, 4)} + 8 > bytes.size()) {
         throw_truncated("RIFF chunk", std::uint64_t{read_le32(bytes, 4)} + 8, bytes.size());
@@ -163,8 +164,8 @@ VideoContainer checked_container(std::span<const std::uint8_t> bytes,
   const std::optional<VideoContainer> container = detect_container(bytes);
   if (!container) {
     throw InputError(
-        "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, GIF or "
-        "WebP)");
+        "The file is not a video this server can read (expected MP4, MOV, WebM, MKV, AVI, GIF "
+        "or WebP)");
   }
   check_container_complete(bytes, *container);
   return *container;
@@ -177,6 +178,9 @@ std::optional<VideoContainer> detect_container(std::span<const std::uint8_t> byt
   if (starts_with(bytes, "GIF87a") || starts_with(bytes, "GIF89a")) return VideoContainer::kGif;
   if (looks_like_animated_webp(bytes)) return VideoContainer::kWebp;
   if (looks_like_mp4(bytes)) return VideoContainer::kMp4;
+  if (bytes.size() >= 12 && starts_with(bytes, "RIFF") && starts_with(bytes, "AVI ", 8)) {
+    return VideoContainer::kAvi;
+  }
   return std::nullopt;
 }
 

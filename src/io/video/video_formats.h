@@ -11,7 +11,7 @@
 
 namespace gemmaserve::video::detail {
 
-enum class VideoContainer { kMp4, kMatroska, kGif, kWebp };
+enum class VideoContainer { kMp4, kMatroska, kAvi, kGif, kWebp };
 
 // The container named by the leading bytes, or nullopt (HEIF / AVIF stills and still WebP too).
 std::optional<VideoContainer> detect_container(std::span<const std::uint8_t> bytes);
