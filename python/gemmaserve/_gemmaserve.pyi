@@ -1,6 +1,6 @@
 """Type stubs of the compiled extension (python/src/module.cpp). Use the gemmaserve package."""
 
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple, Union
 
 __version__: str
 
@@ -31,9 +31,14 @@ class Engine:
         self,
         # (text, ids, images: encoded bytes or (width, height, RGB bytes), mm_processor_kwargs
         # as JSON text, audio clips: (float32 bytes of (frames, channels) in C order, channels,
-        # sample rate), averaged to mono and resampled to 16 kHz)
-        prompts: List[Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str],
-                            List[Tuple[bytes, int, int]]]],
+        # sample rate), averaged to mono and resampled to 16 kHz, videos: encoded clip bytes,
+        # decoded with media_io_kwargs and the prompt's num_frames / fps, or (frame count,
+        # height, width, RGB bytes of the frames in order, each frame's time in seconds)).
+        # ValueError messages name the prompt and the item ("prompt 0: video 1: ...").
+        prompts: List[Tuple[Optional[str], Optional[List[int]],
+                            List[Union[bytes, Tuple[int, int, bytes]]], Optional[str],
+                            List[Tuple[bytes, int, int]],
+                            List[Union[bytes, Tuple[int, int, int, bytes, List[float]]]]]],
         params: List[Any],
         max_tokens_to_context: List[bool],
         on_finished: Optional[Callable[[int, int, int, int], None]],

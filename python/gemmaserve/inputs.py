@@ -10,12 +10,21 @@ from typing import Any, Dict, List, Tuple, TypedDict, Union
 # Hz, resampled to the model's 16 kHz.
 AudioItem = Tuple[Any, int]
 
+# One video, vLLM's forms: a (frames, height, width, 3) uint8 RGB numpy array; a list of PIL
+# images or (height, width, 3) uint8 arrays; (frames, metadata) with metadata vLLM's dict (fps,
+# frames_indices: frame i at frames_indices[i] / fps seconds); or an encoded clip as bytes or a
+# path, decoded and sampled as the server decodes a video_url.
+VideoItem = Any
+
 
 class _MultiModal(TypedDict, total=False):
     # {"image": image or [images]}: PIL images, encoded bytes or paths, one per <|image|>;
-    # {"audio": AudioItem or [AudioItem]}: one per <|audio|>
+    # {"audio": AudioItem or [AudioItem]}: one per <|audio|>;
+    # {"video": VideoItem or [VideoItem]}: one per <|video|>
     multi_modal_data: Dict[str, Any]
-    mm_processor_kwargs: Dict[str, Any]  # {"max_soft_tokens": 70|140|280|560|1120}
+    # {"max_soft_tokens": 70|140|280|560|1120} (images); {"num_frames": N, "fps": F} (the
+    # sampling of encoded videos)
+    mm_processor_kwargs: Dict[str, Any]
 
 
 class TextPrompt(_MultiModal):

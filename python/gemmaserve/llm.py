@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from gemmaserve import _gemmaserve
 from gemmaserve._audio import EngineClip, engine_audios
+from gemmaserve._images import EngineImage, engine_images
 from gemmaserve._log import logger
 from gemmaserve._progress import ProgressBar
+from gemmaserve._video import EngineVideo, engine_videos
 from gemmaserve.inputs import PromptType
 from gemmaserve.outputs import RequestOutput, _request_output
 from gemmaserve.sampling_params import SamplingParams
@@ -31,50 +32,19 @@ _IGNORED_DEFAULTS: Dict[str, Any] = {
 }
 
 
-# (text, token ids, images, mm_processor_kwargs as JSON, audio clips) as the extension takes a
-# prompt.
-_EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[Any], Optional[str],
-                      List[EngineClip]]
-
-
-def _pil_rgb(image: Any, do_convert_rgb: bool) -> Tuple[int, int, bytes]:
-    """A PIL image's RGB pixels as Hugging Face's processor makes them, which is where vLLM
-    sends a decoded picture: convert("RGB") (alpha dropped, not composited) under the
-    checkpoint's do_convert_rgb; without it only RGB pictures fit Gemma 4's 3 channels."""
-    if image.mode != "RGB":
-        if not do_convert_rgb:
-            raise ValueError(f"a PIL image of mode {image.mode!r} needs converting to RGB, and "
-                             f"the checkpoint's image processor has do_convert_rgb false")
-        image = image.convert("RGB")
-    return (image.width, image.height, image.tobytes())
+# (text, token ids, images, mm_processor_kwargs as JSON, audio clips, videos) as the extension
+# takes a prompt.
+_EnginePrompt = Tuple[Optional[str], Optional[List[int]], List[EngineImage], Optional[str],
+                      List[EngineClip], List[EngineVideo]]
 
 
 def _multi_modal_data(index: int, data: Any) -> Dict[str, Any]:
     if not data:
         return {}
-    if not isinstance(data, dict) or set(data) - {"image", "audio"}:
-        raise ValueError(f"prompt {index}: multi_modal_data takes {{'image': ..., 'audio': ...}} "
-                         f"only (Gemma 4 images and audio; no video), got {data!r:.80}")
+    if not isinstance(data, dict) or set(data) - {"image", "audio", "video"}:
+        raise ValueError(f"prompt {index}: multi_modal_data takes {{'image': ..., 'audio': ..., "
+                         f"'video': ...}} only (Gemma 4's modalities), got {data!r:.80}")
     return data
-
-
-def _engine_images(index: int, images: Any, do_convert_rgb: bool) -> List[Any]:
-    """multi_modal_data's images for the extension: encoded bytes (decoded as the server
-    decodes, RGBA on white as vLLM's media loader) or (width, height, RGB) of a PIL image."""
-    if not isinstance(images, (list, tuple)):
-        images = [images]
-    out: List[Any] = []
-    for image in images:
-        if isinstance(image, (bytes, bytearray, memoryview)):
-            out.append(bytes(image))
-        elif isinstance(image, (str, os.PathLike)):
-            out.append(Path(image).read_bytes())
-        elif hasattr(image, "convert") and hasattr(image, "tobytes") and hasattr(image, "mode"):
-            out.append(_pil_rgb(image, do_convert_rgb))
-        else:
-            raise ValueError(f"prompt {index}: an image must be a PIL image, encoded image bytes "
-                             f"or a file path, got {type(image).__name__}")
-    return out
 
 
 class LLM:
@@ -101,11 +71,19 @@ class LLM:
         block_size, kv_cache_dtype, long_prefill_token_threshold, generation_config,
         override_generation_config (a dict), threads, cpu_matmul_precision: the engine flags
             of ``gemmaserve serve`` under their vLLM names.
-        limit_mm_per_prompt: Most images per prompt, ``{"image": N}`` (None: no limit).
+        limit_mm_per_prompt: Most items per prompt, ``{"image": N, "audio": M, "video": V}``
+            (None: no limit).
         mm_processor_kwargs: Default image budget, ``{"max_soft_tokens": 280}`` (70, 140, 280,
-            560 or 1120; None: the checkpoint's processor config, else 280); a prompt's own
+            560 or 1120; None: the checkpoint's processor config, else 280), and the sampling of
+            encoded videos, ``{"num_frames": N, "fps": F}``; a prompt's own
             ``mm_processor_kwargs`` win.
         mm_processor_cache_gb: Cache of encoded images in GiB (4; 0 disables).
+        media_io_kwargs: vLLM's media loader options (``--media-io-kwargs``), for encoded videos
+            (bytes, paths and chat ``video_url`` parts): ``{"video": {"num_frames": 32, "fps":
+            -1}}`` (num_frames -1: every frame; fps > 0: at most duration x fps frames),
+            ``"video_backend": "opencv"`` and ``"frame_recovery": False`` accepted.
+        max_video_seconds: Longest encoded video taken, in seconds (600), from its header before
+            any frame is decoded.
         structured_outputs_cache_gb: Cache of compiled grammars and token masks in GiB (1; 0
             disables).
         data_parallel_size: Engine replicas in this process, each with its own KV cache and a
@@ -140,6 +118,8 @@ class LLM:
                  limit_mm_per_prompt: Optional[Dict[str, Any]] = None,
                  mm_processor_kwargs: Optional[Dict[str, Any]] = None,
                  mm_processor_cache_gb: Optional[float] = None,
+                 media_io_kwargs: Optional[Dict[str, Dict[str, Any]]] = None,
+                 max_video_seconds: Optional[float] = None,
                  structured_outputs_cache_gb: Optional[float] = None,
                  data_parallel_size: int = 1, tensor_parallel_size: int = 1,
                  enable_expert_parallel: bool = False,
@@ -158,6 +138,7 @@ class LLM:
             "long_prefill_token_threshold": long_prefill_token_threshold, "threads": threads,
             "cpu_matmul_precision": cpu_matmul_precision,
             "mm_processor_cache_gb": mm_processor_cache_gb,
+            "max_video_seconds": max_video_seconds,
             "structured_outputs_cache_gb": structured_outputs_cache_gb,
         }
         args.update({k: (str(v) if k in ("tokenizer", "mmproj") else v)
@@ -168,6 +149,8 @@ class LLM:
             args["limit_mm_per_prompt"] = json.dumps(limit_mm_per_prompt)
         if mm_processor_kwargs is not None:
             args["mm_processor_kwargs"] = json.dumps(mm_processor_kwargs)
+        if media_io_kwargs is not None:
+            args["media_io_kwargs"] = json.dumps(media_io_kwargs)
         if speculative_config is not None:
             args["speculative_config"] = json.dumps(speculative_config)
         if dtype not in ("auto", None):
@@ -254,7 +237,20 @@ class LLM:
                 as 16-bit PCM; 1-D mono, or 2-D averaged over its channels, (frames, channels)
                 when it has more rows than columns, else (channels, frames)) or a list of
                 floats, converted to float32; any positive whole sample_rate, resampled to
-                16 kHz by the server's resampler (libsoxr, librosa's soxr_hq).
+                16 kHz by the server's resampler (libsoxr, librosa's soxr_hq). Video, on a
+                model with vision and a tokenizer (the frames' "mm:ss" stamps are text), is
+                ``"multi_modal_data": {"video": V}``, V one video or a list of them, one per
+                bare ``<|video|>``, in order, each expanded as Hugging Face's Gemma4Processor
+                lays it out (per frame "mm:ss", then the frame as an image at 70 soft tokens).
+                A video is vLLM's: a numpy array (frames, height, width, 3) of uint8 RGB; a list
+                of frames (PIL images or (height, width, 3) uint8 arrays, one size); a
+                ``(frames, metadata)`` tuple as vLLM's video loader returns it, where frame i's
+                time is ``metadata["frames_indices"][i] / metadata["fps"]`` (no fps: 24; no
+                frames_indices: 0, 1, ...; without metadata the same); or an encoded clip
+                (MP4/MOV, WebM/MKV, GIF, animated WebP) as bytes or a path, decoded as the
+                server decodes a ``video_url``: ``media_io_kwargs``' sampling (32 frames spread
+                evenly by default), overridden by the prompt's ``mm_processor_kwargs``
+                ``{"num_frames": N, "fps": F}``, and ``max_video_seconds``.
             sampling_params: One SamplingParams for every prompt or one per prompt; None uses
                 ``get_default_sampling_params()``.
             use_tqdm: Show vLLM's "Processed prompts" bar (or pass a tqdm-like callable).
@@ -264,7 +260,8 @@ class LLM:
 
         Raises:
             ValueError: a bad prompt or parameter (the engine's message, naming the prompt).
-            TypeError: an audio clip of the wrong type or dtype (naming the prompt and clip).
+            TypeError: an audio clip or a video of the wrong type or dtype (naming the prompt
+                and the clip or video).
             KeyboardInterrupt: Ctrl+C; the call's requests are aborted first.
         """
         if lora_request is not None:
@@ -278,26 +275,26 @@ class LLM:
         echo: List[Optional[str]] = []
         for i, p in enumerate(items):
             if isinstance(p, str):
-                engine_prompts.append((p, None, [], None, []))
+                engine_prompts.append((p, None, [], None, [], []))
                 echo.append(p)
                 continue
             if not isinstance(p, dict):
                 raise ValueError(f"prompt {i} must be a str or a dict with 'prompt' or "
                                  f"'prompt_token_ids', got {type(p).__name__}")
             data = _multi_modal_data(i, p.get("multi_modal_data"))
-            images: List[Any] = []
-            if "image" in data:
-                rgb = self._engine.image_processor()["do_convert_rgb"]
-                images = _engine_images(i, data["image"], rgb)
+            pictures = "image" in data or "video" in data
+            rgb = pictures and self._engine.image_processor()["do_convert_rgb"]
+            images = engine_images(i, data["image"], rgb) if "image" in data else []
             audios = engine_audios(i, data["audio"]) if "audio" in data else []
+            videos = engine_videos(i, data["video"], rgb) if "video" in data else []
             kwargs = p.get("mm_processor_kwargs")
             kwargs_json = json.dumps(kwargs) if kwargs is not None else None
             if "prompt_token_ids" in p:
                 engine_prompts.append((None, [int(t) for t in p["prompt_token_ids"]], images,
-                                       kwargs_json, audios))
+                                       kwargs_json, audios, videos))
                 echo.append(p.get("prompt"))
             elif "prompt" in p:
-                engine_prompts.append((p["prompt"], None, images, kwargs_json, audios))
+                engine_prompts.append((p["prompt"], None, images, kwargs_json, audios, videos))
                 echo.append(p["prompt"])
             else:
                 raise ValueError(f"prompt {i} has neither 'prompt' nor 'prompt_token_ids'")
@@ -330,7 +327,11 @@ class LLM:
                 Content parts may hold images (``image_url``) and, on a model with an audio
                 embedder, audio: ``{"type": "input_audio", "input_audio": {"data": BASE64,
                 "format": "wav"}}`` or ``{"type": "audio_url", "audio_url": {"url": URL}}``
-                (data: or http(s) URLs), decoded and resampled as the server does.
+                (data: or http(s) URLs), decoded and resampled as the server does; and, on a
+                model with vision, video: ``{"type": "video_url", "video_url": {"url": URL}}``
+                (data: or http(s) URLs of MP4/MOV, WebM/MKV, GIF or animated WebP, or
+                vLLM's ``data:video/jpeg;base64,F1,F2,...`` frame list), sampled with
+                ``LLM(media_io_kwargs=...)`` as the server samples.
             sampling_params: One for all conversations or one per conversation.
             chat_template: Template text to use instead of the model's.
             chat_template_content_format: vLLM's: "auto" (detected from the template), "string"

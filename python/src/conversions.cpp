@@ -14,6 +14,7 @@
 #include "io/audio/audio_decode.h"
 #include "io/audio/audio_mono.h"
 #include "io/audio/audio_resample.h"
+#include "io/video/video_decode.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -124,10 +125,19 @@ EngineArgs engine_args_from_dict(const py::dict& args) {
       std::string text;
       get(text);
       a.mm_processor_kwargs = nlohmann::json::parse(parse_json_arg(text, key).dump());
+      // num_frames / fps now; the engine checks max_soft_tokens when it starts.
+      apply_video_processor_kwargs(a.mm_processor_kwargs, key, {});
     } else if (key == "limit_mm_per_prompt") {  // JSON text
       std::string text;
       get(text);
       a.limit_mm_per_prompt = parse_limit_mm_per_prompt(text);
+    } else if (key == "media_io_kwargs") {  // JSON text, checked here as the flag is
+      std::string text;
+      get(text);
+      a.media_io_kwargs = nlohmann::json::parse(parse_json_arg(text, key).dump());
+      apply_media_io_kwargs(a.media_io_kwargs, key, {});
+    } else if (key == "max_video_seconds") {
+      get(a.max_video_seconds);
     } else if (key == "mm_processor_cache_gb") {
       get(a.mm_processor_cache_gb);
     } else if (key == "structured_outputs_cache_gb") {
@@ -169,6 +179,43 @@ PromptImage prompt_image_from_python(const py::handle& image, std::optional<int>
   out.rgb.width = width;
   out.rgb.height = height;
   out.rgb.pixels.assign(pixels.begin(), pixels.end());
+  return out;
+}
+
+PromptVideo prompt_video_from_python(const py::handle& video, const VideoLoadOptions& load) {
+  if (py::isinstance<py::bytes>(video)) {
+    const py::bytes bytes = video.cast<py::bytes>();
+    const std::string_view clip = bytes;
+    video::DecodedVideo decoded;
+    {
+      // Decoding takes a while; `bytes` holds a reference, and bytes objects never change.
+      py::gil_scoped_release release;
+      decoded = video::decode_video(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(clip.data()), clip.size()),
+          load.sampling, load.limits);
+    }
+    return prompt_video_of(std::move(decoded));
+  }
+  const auto [count, height, width, pixels, timestamps] =
+      video.cast<std::tuple<int, int, int, py::bytes, std::vector<double>>>();
+  const std::string_view rgb = pixels;
+  const size_t frame_bytes =
+      static_cast<size_t>(std::max(width, 0)) * static_cast<size_t>(std::max(height, 0)) * 3;
+  // Division, not count x frame_bytes: that product could overflow.
+  if (count <= 0 || frame_bytes == 0 || rgb.size() % frame_bytes != 0 ||
+      rgb.size() / frame_bytes != static_cast<size_t>(count)) {
+    throw InputError(std::to_string(count) + " RGB frames of " + std::to_string(width) + "x" +
+                     std::to_string(height) + " need " +
+                     std::to_string(int64_t{count} * width * height * 3) + " bytes, got " +
+                     std::to_string(rgb.size()));
+  }
+  PromptVideo out;
+  out.timestamps = timestamps;
+  out.frames.reserve(static_cast<size_t>(count));
+  for (size_t offset = 0; offset < rgb.size(); offset += frame_bytes) {
+    const auto* first = reinterpret_cast<const uint8_t*>(rgb.data()) + offset;
+    out.frames.push_back(image::RgbImage{width, height, {first, first + frame_bytes}});
+  }
   return out;
 }
 

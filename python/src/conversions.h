@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "gemmaserve/llm.h"
+#include "server/shared/chat_video.h"
 
 namespace gemmaserve::python {
 
@@ -25,6 +26,11 @@ PromptImage prompt_image_from_python(const py::handle& image, std::optional<int>
 // of (frames, channels), channels, sample rate), averaged to mono as np.mean over the channels
 // and resampled to 16 kHz as the server's decoder does (io/audio). ValueError for bad data.
 PromptAudio prompt_audio_from_python(const py::handle& clip);
+
+// One multi_modal_data video as the package passes it: an encoded clip (bytes, decoded by
+// io/video with `load` as LLM::chat decodes a video_url) or (frame count, height, width, RGB
+// bytes of the frames in order, each frame's time in seconds). ValueError for bad data.
+PromptVideo prompt_video_from_python(const py::handle& video, const VideoLoadOptions& load);
 
 // float32 samples (bytes) resampled from from_rate to to_rate with the server's resampler
 // (libsoxr as librosa's soxr_hq); equal rates return them unchanged. ValueError for bad rates.

@@ -21,8 +21,10 @@
 #include "engine/image_placeholders.h"
 #include "engine/tensor_parallel_ranks.h"
 #include "gemmaserve/llm.h"
+#include "io/media/media_connector.h"
 #include "server/openai/answer_constraints.h"
 #include "server/openai/openai_protocol.h"
+#include "server/shared/chat_video.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemmaserve::python {
@@ -99,26 +101,53 @@ void apply_tool_choice(const std::string& choice, const nlohmann::ordered_json& 
   }
 }
 
+// f()'s result, an InputError's message prefixed with `where` ("prompt 0", "video 1").
+template <typename F>
+auto naming_errors(const std::string& where, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  }
+}
+
 // prompts: [(text or None, ids or None, [image...], mm_processor_kwargs JSON text or None,
-// [audio clip...])].
-std::vector<Prompt> engine_prompts(const py::list& prompts) {
+// [audio clip...], [video...])]. Encoded videos are decoded with the engine's loader settings
+// (--media-io-kwargs, as LLM::chat) and the prompt's num_frames / fps.
+std::vector<Prompt> engine_prompts(const py::list& prompts, const EngineArgs& args) {
+  const VideoLoadOptions engine_load =
+      engine_video_load_options(args, media::MediaConnectorOptions{});
   std::vector<Prompt> out;
   for (const py::handle item : prompts) {
-    const auto [text, ids, images, kwargs, audios] =
+    const auto [text, ids, images, kwargs_text, audios, videos] =
         item.cast<std::tuple<std::optional<std::string>, std::optional<std::vector<int32_t>>,
-                             py::list, std::optional<std::string>, py::list>>();
+                             py::list, std::optional<std::string>, py::list, py::list>>();
     out.push_back(ids ? Prompt::from_ids(*ids) : Prompt::from_text(text.value_or("")));
-    const std::optional<int> max_soft_tokens =
-        kwargs ? parse_mm_processor_kwargs(
-                     nlohmann::json::parse(parse_json_arg(*kwargs, "mm_processor_kwargs").dump()),
-                     "mm_processor_kwargs")
-               : std::nullopt;
-    for (const py::handle image : images) {
-      out.back().images.push_back(prompt_image_from_python(image, max_soft_tokens));
-    }
-    for (const py::handle clip : audios) {
-      out.back().audios.push_back(prompt_audio_from_python(clip));
-    }
+    Prompt& prompt = out.back();
+    naming_errors("prompt " + std::to_string(out.size() - 1), [&] {
+      const nlohmann::json kwargs =
+          kwargs_text
+              ? nlohmann::json::parse(parse_json_arg(*kwargs_text, "mm_processor_kwargs").dump())
+              : nlohmann::json();
+      const std::optional<int> max_soft_tokens =
+          parse_mm_processor_kwargs(kwargs, "mm_processor_kwargs");
+      VideoLoadOptions load = engine_load;
+      load.sampling = apply_video_processor_kwargs(kwargs, "mm_processor_kwargs", load.sampling);
+      for (const py::handle image : images) {
+        prompt.images.push_back(naming_errors("image " + std::to_string(prompt.images.size()), [&] {
+          return prompt_image_from_python(image, max_soft_tokens);
+        }));
+      }
+      for (const py::handle clip : audios) {
+        prompt.audios.push_back(naming_errors("audio clip " + std::to_string(prompt.audios.size()),
+                                              [&] { return prompt_audio_from_python(clip); }));
+      }
+      for (const py::handle video : videos) {
+        prompt.videos.push_back(naming_errors("video " + std::to_string(prompt.videos.size()), [&] {
+          return prompt_video_from_python(video, load);
+        }));
+      }
+    });
   }
   return out;
 }
@@ -136,7 +165,7 @@ class PyLLM {
   // one for all; on_finished(index, num_prompt_tokens, num_output_tokens, num_outputs) or None.
   py::list generate(const py::list& prompts, const py::list& params,
                     const std::vector<bool>& max_tokens_to_context, const py::object& on_finished) {
-    const std::vector<Prompt> p = engine_prompts(prompts);
+    const std::vector<Prompt> p = engine_prompts(prompts, llm_->engine().args());
     const std::vector<SamplingParams> sp = engine_params(params, *llm_, {});
     const GenerateOptions options = hooks(on_finished, max_tokens_to_context);
     std::vector<RequestOutput> outputs;

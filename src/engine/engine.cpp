@@ -73,6 +73,10 @@ void check_args(const EngineArgs& a) {
     throw InputError("--max-audio-seconds must be a positive number of seconds, got " +
                      std::to_string(a.max_audio_seconds));
   }
+  if (!(a.max_video_seconds > 0) || !std::isfinite(a.max_video_seconds)) {
+    throw InputError("--max-video-seconds must be a positive number of seconds, got " +
+                     python_float_repr(a.max_video_seconds));
+  }
   for (const auto& [modality, limit] : a.limit_mm_per_prompt) {
     if (limit < 0) {
       throw InputError("--limit-mm-per-prompt: the limit of '" + modality + "' must be >= 0, got " +

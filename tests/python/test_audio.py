@@ -207,7 +207,7 @@ def test_audio_errors(unified: LLM) -> None:
          "prompt 0: At most 2 audio(s) may be provided in one prompt. Set "
          "`--limit-mm-per-prompt` to increase this limit."),
         ((np.zeros(2000, np.float32), 1), ValueError,
-         "audio is 2000.0 s long; the limit is 1800 s"),
+         "prompt 0: audio clip 0: audio is 2000.0 s long; the limit is 1800 s"),
     ]
     for audio, error, message in cases:
         with pytest.raises(error) as e:
@@ -216,9 +216,9 @@ def test_audio_errors(unified: LLM) -> None:
         assert str(e.value) == message
     with pytest.raises(ValueError) as e:
         unified.generate({"prompt_token_ids": prompt, "multi_modal_data": {
-            "audio": (ok, 16000), "video": ok}}, GREEDY, use_tqdm=False)
+            "audio": (ok, 16000), "speech": ok}}, GREEDY, use_tqdm=False)
     assert str(e.value).startswith("prompt 0: multi_modal_data takes {'image': ..., 'audio': "
-                                   "...} only (Gemma 4 images and audio; no video), got ")
+                                   "..., 'video': ...} only (Gemma 4's modalities), got ")
     assert unified.num_unfinished_requests() == 0
 
 

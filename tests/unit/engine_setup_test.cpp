@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli/engine_flags.h"
@@ -325,6 +326,19 @@ TEST(EngineFlags, CacheBudgetsInGibAndBadValuesRefusedExactly) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "--structured-outputs-cache-gb must be a number of GiB in [0, 1e9], got -2.0");
+  }
+}
+
+// The offline API sets max_video_seconds without the flag's check; the engine refuses it before
+// any weight loads.
+TEST(EngineStartup, MaxVideoSecondsMustBePositiveAndFinite) {
+  const std::vector<std::pair<double, std::string>> bad = {
+      {0.0, "0.0"}, {-3.0, "-3.0"}, {std::numeric_limits<double>::infinity(), "inf"}};
+  for (const auto& [seconds, shown] : bad) {
+    EngineArgs a;
+    a.max_video_seconds = seconds;
+    EXPECT_EQ(error_of([&] { Engine engine(a); }),
+              "--max-video-seconds must be a positive number of seconds, got " + shown);
   }
 }
 
