@@ -238,7 +238,7 @@ def test_video_errors(vision: LLM, clip: Path) -> None:
          "uint8 arrays), a (frames, metadata) tuple, encoded clip bytes or a file path), got int"),
         (b"not a video", ValueError,
          "prompt 0: video 0: The file is not a video this server can read (expected MP4, MOV, "
-         "WebM, MKV, GIF or WebP)"),
+         "WebM, MKV, AVI, GIF or WebP)"),
         (clip.read_bytes()[:-200], ValueError,  # PyAV writes the index (moov) last
          f"prompt 0: video 0: The video is truncated or corrupt: its 'moov' box ends at byte "
          f"{size} but the file has {size - 200} bytes"),
@@ -254,7 +254,7 @@ def test_video_errors(vision: LLM, clip: Path) -> None:
                                               "multi_modal_data": {"video": [frames, b"RIFF"]}}],
                         GREEDY, use_tqdm=False)
     assert str(e.value) == ("prompt 1: video 1: The file is not a video this server can read "
-                            "(expected MP4, MOV, WebM, MKV, GIF or WebP)")
+                            "(expected MP4, MOV, WebM, MKV, AVI, GIF or WebP)")
     with pytest.raises(ValueError) as e:
         vision.generate(with_video(clip, mm_processor_kwargs={"num_frames": 0}), GREEDY,
                         use_tqdm=False)
