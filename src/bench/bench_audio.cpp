@@ -19,6 +19,7 @@
 #include "bench/bench_kernels.h"
 #include "bench/request_watch.h"
 #include "cli/arg_parser.h"
+#include "cli/config_file.h"
 #include "cli/engine_flags.h"
 #include "cli/make_test_model_command.h"
 #include "core/error.h"
@@ -55,15 +56,9 @@ struct Options {
   EngineArgs engine;
 };
 
-Options parse_options(const std::vector<std::string>& args, bool* help) {
-  ArgParser p;
-  add_engine_flags(p);
-  p.value("--model").value("--preset").value("--seconds").value("--runs").value("--streams");
-  p.value("--tokens-before").flag("--help", {"-h"});
-  p.parse(args, 0);
-  *help = p.get_flag("--help");
+// The benchmark's options from the parsed flags.
+Options options_from_flags(const ArgParser& p) {
   Options o;
-  if (*help) return o;
   o.model = p.get("--model").value_or("");
   o.preset = p.get("--preset").value_or("e2b");
   if (!o.model.empty() && p.has("--preset")) {
@@ -94,6 +89,17 @@ Options parse_options(const std::vector<std::string>& args, bool* help) {
     o.engine.kv_cache_memory_bytes = int64_t{1} << 30;
   }
   return o;
+}
+
+Options parse_options(const std::vector<std::string>& args, bool* help) {
+  ArgParser p;
+  add_engine_flags(p);
+  p.value("--model").value("--preset").value("--seconds").value("--runs").value("--streams");
+  p.value("--tokens-before").flag("--help", {"-h"});
+  const ConfigFileFlags config = parse_with_config_file(p, args, 0);
+  *help = p.get_flag("--help");
+  if (*help) return {};
+  return config.explaining([&] { return options_from_flags(p); });
 }
 
 // /proc/cpuinfo's first "model name" and its family and model numbers (a VM's name may be just

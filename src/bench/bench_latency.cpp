@@ -14,6 +14,7 @@
 
 #include "bench/bench_kernels.h"
 #include "cli/arg_parser.h"
+#include "cli/config_file.h"
 #include "cli/engine_flags.h"
 #include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
@@ -358,18 +359,20 @@ int run_bench_throughput_latency(const std::string& mode, const std::vector<std:
   p.value("--batch-size").value("--num-iters", {"--repeat"}).value("--num-iters-warmup");
   p.value("--n").value("--membw-size-mib").value("--temperature").value("--prompt-file");
   p.value("--output-json").flag("--json").flag("--help", {"-h"});
-  p.parse(rest, 1);
+  const ConfigFileFlags config = parse_with_config_file(p, rest, 1);
   if (p.get_flag("--help")) {
     std::cout << bench_usage();
     return 0;
   }
-  std::string model = p.get("--model").value_or("");
-  if (!p.positionals().empty()) model = p.positionals()[0];
-  if (model.empty()) throw InputError("bench " + mode + " needs MODEL\n" + std::string(kUsage));
-  EngineArgs ea = engine_args_from_flags(p, model);
-  if (run_as_tensor_parallel_follower(ea)) return 0;
-  ea.show_progress = false;
-  return mode == "throughput" ? run_throughput(p, ea) : run_latency(p, ea);
+  return config.explaining([&] {
+    std::string model = p.get("--model").value_or("");
+    if (!p.positionals().empty()) model = p.positionals()[0];
+    if (model.empty()) throw InputError("bench " + mode + " needs MODEL\n" + std::string(kUsage));
+    EngineArgs ea = engine_args_from_flags(p, model);
+    if (run_as_tensor_parallel_follower(ea)) return 0;
+    ea.show_progress = false;
+    return mode == "throughput" ? run_throughput(p, ea) : run_latency(p, ea);
+  });
 }
 
 }  // namespace gemmaserve

@@ -16,6 +16,7 @@
 
 #include "bench/serve_benchmark.h"
 #include "cli/arg_parser.h"
+#include "cli/config_file.h"
 #include "core/error.h"
 #include "core/python_text.h"
 #include "tokenizer/tokenizer.h"
@@ -56,7 +57,8 @@ constexpr const char* kUsage =
     "  --num-warmups N (0) --ready-check-timeout-sec S (0: no check)\n"
     "  --save-result [--save-detailed] [--result-dir DIR] [--result-filename NAME] [--label L]\n"
     "  --header KEY=VALUE (repeatable) --api-key KEY (or OPENAI_API_KEY)\n"
-    "  --request-id-prefix P --request-timeout S (21600) --disable-tqdm\n";
+    "  --request-id-prefix P --request-timeout S (21600) --disable-tqdm\n"
+    "  --config FILE.yaml          these flags from a YAML mapping; the command line wins\n";
 
 constexpr const char* kKnownPercentileMetrics[] = {
     "ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue"};
@@ -246,30 +248,8 @@ void wait_for_endpoint(const ServeBenchmarkConfig& config, const bench::SampleRe
   }
 }
 
-}  // namespace
-
-int run_bench_serve_command(const std::vector<std::string>& args) {
-  ArgParser p;
-  p.value("--backend").value("--base-url").value("--host").value("--port").value("--endpoint");
-  p.value("--model").value("--served-model-name").value("--tokenizer").value("--dataset-name");
-  p.value("--dataset-path").value("--num-prompts").value("--seed").value("--random-input-len");
-  p.value("--random-output-len").value("--random-range-ratio").value("--random-prefix-len");
-  p.value("--input-len").value("--output-len").value("--sharegpt-output-len");
-  p.value("--request-rate").value("--burstiness").value("--max-concurrency");
-  p.value("--temperature").value("--top-p").value("--top-k").value("--min-p");
-  p.value("--frequency-penalty").value("--presence-penalty").value("--repetition-penalty");
-  p.value("--extra-body").value("--percentile-metrics").value("--metric-percentiles");
-  p.value("--result-dir").value("--result-filename").value("--label").value("--header");
-  p.value("--api-key").value("--request-id-prefix").value("--request-timeout");
-  p.value("--num-warmups").value("--ready-check-timeout-sec");
-  p.flag("--ignore-eos").flag("--save-result").flag("--save-detailed").flag("--disable-tqdm");
-  p.flag("--disable-shuffle").flag("--no-oversample").flag("--help", {"-h"});
-  p.parse(args, 0);
-  if (p.get_flag("--help")) {
-    std::cout << kUsage;
-    return 0;
-  }
-
+// Runs the benchmark the parsed flags ask for.
+int run_bench_serve(const ArgParser& p) {
   ServeBenchmarkConfig config;
   config.backend = p.get("--backend").value_or("openai");
   const bool chat = bench::is_chat_backend(config.backend);
@@ -461,6 +441,32 @@ int run_bench_serve_command(const std::vector<std::string>& args) {
     std::cout << "Saved result to " << path.string() << std::endl;
   }
   return 0;
+}
+
+}  // namespace
+
+int run_bench_serve_command(const std::vector<std::string>& args) {
+  ArgParser p;
+  p.value("--backend").value("--base-url").value("--host").value("--port").value("--endpoint");
+  p.value("--model").value("--served-model-name").value("--tokenizer").value("--dataset-name");
+  p.value("--dataset-path").value("--num-prompts").value("--seed").value("--random-input-len");
+  p.value("--random-output-len").value("--random-range-ratio").value("--random-prefix-len");
+  p.value("--input-len").value("--output-len").value("--sharegpt-output-len");
+  p.value("--request-rate").value("--burstiness").value("--max-concurrency");
+  p.value("--temperature").value("--top-p").value("--top-k").value("--min-p");
+  p.value("--frequency-penalty").value("--presence-penalty").value("--repetition-penalty");
+  p.json("--extra-body").value("--percentile-metrics").value("--metric-percentiles");
+  p.value("--result-dir").value("--result-filename").value("--label").list("--header");
+  p.value("--api-key").value("--request-id-prefix").value("--request-timeout");
+  p.value("--num-warmups").value("--ready-check-timeout-sec").value("--config");
+  p.flag("--ignore-eos").flag("--save-result").flag("--save-detailed").flag("--disable-tqdm");
+  p.flag("--disable-shuffle").flag("--no-oversample").flag("--help", {"-h"});
+  const ConfigFileFlags config_file = parse_with_config_file(p, args, 0);
+  if (p.get_flag("--help")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  return config_file.explaining([&] { return run_bench_serve(p); });
 }
 
 }  // namespace gemmaserve

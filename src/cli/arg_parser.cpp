@@ -3,29 +3,40 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "core/error.h"
 
 namespace gemmaserve {
 
-ArgParser& ArgParser::value(const std::string& name, std::vector<std::string> aliases) {
-  value_flags_.insert(name);
+ArgParser& ArgParser::declare(const std::string& name, std::vector<std::string> aliases,
+                              FlagKind kind) {
+  kinds_[name] = kind;
   alias_to_name_[name] = name;
   for (auto& a : aliases) alias_to_name_[a] = name;
   return *this;
+}
+
+ArgParser& ArgParser::value(const std::string& name, std::vector<std::string> aliases) {
+  return declare(name, std::move(aliases), FlagKind::kValue);
+}
+
+ArgParser& ArgParser::list(const std::string& name, std::vector<std::string> aliases) {
+  return declare(name, std::move(aliases), FlagKind::kList);
+}
+
+ArgParser& ArgParser::json(const std::string& name, std::vector<std::string> aliases) {
+  return declare(name, std::move(aliases), FlagKind::kJson);
 }
 
 ArgParser& ArgParser::flag(const std::string& name, std::vector<std::string> aliases) {
-  bool_flags_.insert(name);
-  alias_to_name_[name] = name;
-  for (auto& a : aliases) alias_to_name_[a] = name;
-  return *this;
+  return declare(name, std::move(aliases), FlagKind::kSwitch);
 }
 
 std::vector<std::string> ArgParser::declared_flags() const {
-  std::set<std::string> names(value_flags_.begin(), value_flags_.end());
-  names.insert(bool_flags_.begin(), bool_flags_.end());
-  return {names.begin(), names.end()};
+  std::vector<std::string> names;
+  for (const auto& [name, kind] : kinds_) names.push_back(name);
+  return names;
 }
 
 std::string ArgParser::canonical(const std::string& spelled) const {
@@ -38,6 +49,19 @@ std::string ArgParser::canonical(const std::string& spelled) const {
   }
   it = alias_to_name_.find(dashed);
   return it == alias_to_name_.end() ? "" : it->second;
+}
+
+std::optional<ArgParser::Spelling> ArgParser::find(const std::string& spelled) const {
+  if (const std::string name = canonical(spelled); !name.empty()) {
+    return Spelling{name, kinds_.at(name), false};
+  }
+  if (spelled.rfind("--no-", 0) == 0 || spelled.rfind("--no_", 0) == 0) {
+    const std::string positive = canonical("--" + spelled.substr(5));
+    if (!positive.empty() && kinds_.at(positive) == FlagKind::kSwitch) {
+      return Spelling{positive, FlagKind::kSwitch, true};
+    }
+  }
+  return std::nullopt;
 }
 
 void ArgParser::parse(const std::vector<std::string>& args, size_t max_positionals) {
@@ -60,17 +84,15 @@ void ArgParser::parse(const std::vector<std::string>& args, size_t max_positiona
         inline_value = a.substr(eq + 1);
         has_inline = true;
       }
-      std::string name = canonical(spelled);
-      if (name.empty() && spelled.rfind("--no-", 0) == 0) {
-        std::string positive = canonical("--" + spelled.substr(5));
-        if (!positive.empty() && bool_flags_.count(positive)) {
-          if (has_inline) throw InputError("flag " + spelled + " takes no value");
-          bools_[positive] = false;
-          continue;
-        }
+      const std::optional<Spelling> flag = find(spelled);
+      if (!flag) throw InputError("unknown flag " + spelled);
+      const std::string& name = flag->name;
+      if (flag->negated) {
+        if (has_inline) throw InputError("flag " + spelled + " takes no value");
+        bools_[name] = false;
+        continue;
       }
-      if (name.empty()) throw InputError("unknown flag " + spelled);
-      if (bool_flags_.count(name)) {
+      if (flag->kind == FlagKind::kSwitch) {
         if (has_inline) {
           if (inline_value == "true" || inline_value == "1") {
             bools_[name] = true;

@@ -4,22 +4,42 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace gemmaserve {
 
+// What a flag takes; a --config file checks its values' YAML shapes by it (cli/config_file.h).
+enum class FlagKind {
+  kSwitch,  // no value: --flag / --no-flag
+  kValue,   // one value (the last one given counts)
+  kList,    // one or more values (vLLM's nargs="+" or append), all() has them all
+  kJson,    // one value, JSON text
+};
+
 class ArgParser {
  public:
   // Declares a flag taking a value; aliases are other spellings of the same flag.
   ArgParser& value(const std::string& name, std::vector<std::string> aliases = {});
+  // Declares a flag that may be given several times, each value kept.
+  ArgParser& list(const std::string& name, std::vector<std::string> aliases = {});
+  // Declares a flag whose value is JSON text.
+  ArgParser& json(const std::string& name, std::vector<std::string> aliases = {});
   // Declares a boolean flag; --no-NAME sets it false.
   ArgParser& flag(const std::string& name, std::vector<std::string> aliases = {});
 
   // Parses args (without program and subcommand names). Throws InputError for unknown flags,
-  // missing values and stray positionals beyond max_positionals.
+  // missing values and stray positionals beyond max_positionals. A second call adds to what the
+  // first one parsed.
   void parse(const std::vector<std::string>& args, size_t max_positionals);
+
+  // A declared flag as spelled: "--max_model_len", an alias, or "--no-X" of a switch X.
+  struct Spelling {
+    std::string name;  // canonical
+    FlagKind kind;
+    bool negated;  // --no-X
+  };
+  std::optional<Spelling> find(const std::string& spelled) const;
 
   bool has(const std::string& name) const;
   std::optional<std::string> get(const std::string& name) const;  // last occurrence
@@ -37,9 +57,10 @@ class ArgParser {
   const std::vector<std::string>& after_dashes() const { return after_dashes_; }
 
  private:
+  ArgParser& declare(const std::string& name, std::vector<std::string> aliases, FlagKind kind);
   std::string canonical(const std::string& spelled) const;
   std::map<std::string, std::string> alias_to_name_;
-  std::set<std::string> value_flags_, bool_flags_;
+  std::map<std::string, FlagKind> kinds_;
   std::map<std::string, std::vector<std::string>> values_;
   std::map<std::string, bool> bools_;
   std::vector<std::string> positionals_, after_dashes_;

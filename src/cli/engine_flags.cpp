@@ -70,6 +70,7 @@ int64_t parse_human_readable_int(const std::string& text, const std::string& fla
 }
 
 void add_engine_flags(ArgParser& p) {
+  p.value("--config");  // read by parse_with_config_file
   p.value("--tokenizer")
       .value("--mmproj")
       .value("--threads")
@@ -79,15 +80,15 @@ void add_engine_flags(ArgParser& p) {
   p.value("--kv-cache-memory-bytes", {"--kv-cache-memory"}).value("--gpu-memory-utilization");
   p.value("--max-num-seqs").value("--max-num-batched-tokens");
   p.value("--long-prefill-token-threshold").flag("--enable-prefix-caching");
-  p.value("--generation-config").value("--override-generation-config").value("--seed");
+  p.value("--generation-config").json("--override-generation-config").value("--seed");
   p.value("--quantization", {"-q"}).value("--cpu-matmul-precision");
-  p.value("--limit-mm-per-prompt").value("--mm-processor-kwargs").value("--mm-processor-cache-gb");
+  p.json("--limit-mm-per-prompt").json("--mm-processor-kwargs").value("--mm-processor-cache-gb");
   p.value("--structured-outputs-cache-gb").value("--max-audio-seconds");
-  p.value("--max-video-seconds").value("--media-io-kwargs");
+  p.value("--max-video-seconds").json("--media-io-kwargs");
   p.value("--tensor-parallel-size", {"-tp"}).value("--distributed-executor-backend");
   p.flag("--enable-expert-parallel");
   p.value("--data-parallel-size", {"-dp"});
-  p.value("--speculative-config");
+  p.json("--speculative-config");
 }
 
 EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) {
@@ -172,6 +173,9 @@ EngineArgs engine_args_from_flags(const ArgParser& p, const std::string& model) 
 
 const char* engine_flags_usage() {
   return "engine options (vLLM's names):\n"
+         "  --config FILE.yaml                flags from a YAML mapping ('max-model-len: 4096';\n"
+         "                                    lists, mappings for JSON flags); the command line\n"
+         "                                    overrides it\n"
          "  --tokenizer PATH                  tokenizer.json, GGUF or folder (default: MODEL's)\n"
          "  --mmproj FILE                     vision projector GGUF of a GGUF MODEL (llama.cpp's)\n"
          "  --threads N                       compute threads (default: all cores)\n"

@@ -10,8 +10,8 @@
 
 namespace gemmaserve {
 
-// Declares --tokenizer, --threads, --max-model-len, --block-size, --kv-cache-memory-bytes
-// (alias --kv-cache-memory), --gpu-memory-utilization, --max-num-seqs,
+// Declares --config (see cli/config_file.h), --tokenizer, --threads, --max-model-len, --block-size,
+// --kv-cache-memory-bytes (alias --kv-cache-memory), --gpu-memory-utilization, --max-num-seqs,
 // --max-num-batched-tokens, --long-prefill-token-threshold, --[no-]enable-prefix-caching,
 // --generation-config, --override-generation-config, --seed, --quantization and
 // --cpu-matmul-precision, --limit-mm-per-prompt, --mm-processor-kwargs,

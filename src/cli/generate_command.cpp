@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/arg_parser.h"
+#include "cli/config_file.h"
 #include "cli/engine_flags.h"
 #include "cli/tensor_parallel_launch.h"
 #include "core/error.h"
@@ -146,22 +147,8 @@ void attach_media(LLM& llm, std::vector<PromptImage> images, std::vector<PromptA
                           ids, prompts);
 }
 
-}  // namespace
-
-int run_generate_command(const std::vector<std::string>& args) {
-  ArgParser p;
-  add_engine_flags(p);
-  p.value("--prompt").value("--prompt-ids").value("--max-tokens").value("--min-tokens");
-  p.value("--n").value("--temperature").value("--top-p").value("--top-k").value("--min-p");
-  p.value("--presence-penalty").value("--frequency-penalty").value("--repetition-penalty");
-  p.value("--logprobs").value("--prompt-logprobs").value("--stop").value("--stop-token-ids");
-  p.value("--image").value("--audio");
-  p.flag("--ignore-eos").flag("--json").flag("--help", {"-h"}).flag("--skip-special-tokens");
-  p.parse(args, 1);
-  if (p.get_flag("--help")) {
-    std::cout << kUsage << engine_flags_usage();
-    return 0;
-  }
+// Generates what the parsed flags ask and prints it.
+int run_generate(const ArgParser& p) {
   if (p.positionals().size() != 1) {
     throw InputError("generate needs MODEL_DIR\n" + std::string(kUsage));
   }
@@ -239,6 +226,25 @@ int run_generate_command(const std::vector<std::string>& args) {
                             std::to_string(st.mm_cache_queries)
                       : std::string());
   return 0;
+}
+
+}  // namespace
+
+int run_generate_command(const std::vector<std::string>& args) {
+  ArgParser p;
+  add_engine_flags(p);
+  p.list("--prompt").list("--prompt-ids").value("--max-tokens").value("--min-tokens");
+  p.value("--n").value("--temperature").value("--top-p").value("--top-k").value("--min-p");
+  p.value("--presence-penalty").value("--frequency-penalty").value("--repetition-penalty");
+  p.value("--logprobs").value("--prompt-logprobs").list("--stop").list("--stop-token-ids");
+  p.list("--image").list("--audio");
+  p.flag("--ignore-eos").flag("--json").flag("--help", {"-h"}).flag("--skip-special-tokens");
+  const ConfigFileFlags config = parse_with_config_file(p, args, 1);
+  if (p.get_flag("--help")) {
+    std::cout << kUsage << engine_flags_usage();
+    return 0;
+  }
+  return config.explaining([&] { return run_generate(p); });
 }
 
 }  // namespace gemmaserve

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/arg_parser.h"
+#include "cli/config_file.h"
 #include "cli/engine_flags.h"
 #include "cli/tensor_parallel_launch.h"
 #include "cli/vllm_serve_flags.h"
@@ -86,14 +87,15 @@ constexpr const char* kUsage =
     "--enforce-eager, accepted with one warning (docs/PROTOCOL.md, serve flags)\n";
 
 // vLLM's nargs="+" flags and its short aliases, rewritten for ArgParser.
-std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
+std::vector<std::string> normalize_args(const ArgParser& p, const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    const auto flag = p.find(a);
     if (a.size() > 2 && a.rfind("-O", 0) == 0 && a.find('=') == std::string::npos) {
       out.push_back("--compilation-config");  // vLLM's -O3
       out.push_back(a.substr(2));
-    } else if (takes_several_values(a)) {
+    } else if (flag && flag->kind == FlagKind::kList) {
       size_t count = 0;
       while (i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) {
         out.push_back(a);
@@ -101,9 +103,6 @@ std::vector<std::string> normalize_args(const std::vector<std::string>& args) {
         ++count;
       }
       if (count == 0) throw InputError("flag " + a + " needs a value");
-      if (a == "--api-key" && count > 1) {
-        throw InputError("--api-key: takes several keys; gemmaserve checks one key");
-      }
     } else {
       out.push_back(a);
     }
@@ -167,20 +166,20 @@ media::MediaConnectorOptions media_options(const ArgParser& p) {
 ArgParser serve_arg_parser() {
   ArgParser p;
   add_engine_flags(p);
-  p.value("--model").value("--host").value("--port").value("--served-model-name");
-  p.value("--api-key").value("--chat-template").value("--default-chat-template-kwargs");
-  p.value("--chat-template-content-format");
+  p.value("--model").value("--host").value("--port");
+  p.list("--served-model-name").list("--api-key").value("--chat-template");
+  p.json("--default-chat-template-kwargs").value("--chat-template-content-format");
   p.value("--tool-call-parser").value("--reasoning-parser");
   p.value("--uvicorn-log-level").value("--max-request-size-mb").value("--max-waiting-requests");
-  p.value("--max-logprobs").value("--max-connections").value("--structured-outputs-config");
+  p.value("--max-logprobs").value("--max-connections").json("--structured-outputs-config");
   p.value("--max-http-workers");
   p.value("--request-timeout").value("--shutdown-timeout").value("--http-timeout");
-  p.value("--allowed-local-media-path").value("--allowed-media-domains");
+  p.value("--allowed-local-media-path").list("--allowed-media-domains");
   p.value("--image-fetch-timeout");
   p.flag("--disable-media-url-fetch").flag("--disable-media-url-redirects");
   p.flag("--trust-request-chat-template").flag("--enable-auto-tool-choice");
   p.flag("--disable-log-requests").flag("--enable-log-requests").flag("--help", {"-h"});
-  p.value("--allowed-origins").value("--allowed-methods").value("--allowed-headers");
+  p.json("--allowed-origins").json("--allowed-methods").json("--allowed-headers");
   p.flag("--allow-credentials").flag("--enable-request-id-headers");
   p.flag("--enable-prompt-tokens-details").flag("--enable-force-include-usage");
   p.flag("--return-tokens-as-token-ids").flag("--enable-tokenizer-info-endpoint");
@@ -209,15 +208,8 @@ std::vector<std::string> json_string_list_flag(const ArgParser& p, const std::st
   return j.get<std::vector<std::string>>();
 }
 
-}  // namespace
-
-std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_args) {
-  ArgParser p = serve_arg_parser();
-  p.parse(normalize_args(raw_args), 1);
-  if (p.get_flag("--help")) {
-    std::cout << kUsage << engine_flags_usage();
-    return std::nullopt;
-  }
+// What the parsed flags ask, checked; InputError for a bad one.
+ServeSetup serve_setup(const ArgParser& p) {
   std::string model;
   if (!p.positionals().empty()) model = p.positionals()[0];
   if (auto m = p.get("--model")) {
@@ -226,7 +218,10 @@ std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_a
     }
     model = *m;
   }
-  if (model.empty()) throw InputError("serve needs MODEL_DIR (or --model)\n" + std::string(kUsage));
+  if (model.empty()) {
+    throw InputError("serve needs MODEL_DIR (or --model, or model: in the --config file)\n" +
+                     std::string(kUsage));
+  }
   if (auto lvl = p.get("--uvicorn-log-level")) log::set_level(log::parse_level(*lvl));
   apply_vllm_flag_rules(p);
 
@@ -238,6 +233,9 @@ std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_a
   if (opt.port < 0 || opt.port > 65535) throw InputError("--port must be in [0, 65535]");
   opt.served_model_names = p.all("--served-model-name");
   if (opt.served_model_names.empty()) opt.served_model_names.push_back(model);
+  if (p.all("--api-key").size() > 1) {
+    throw InputError("--api-key: takes several keys; gemmaserve checks one key");
+  }
   if (auto k = p.get("--api-key")) {
     opt.api_key = *k;
   } else if (const char* env = std::getenv("VLLM_API_KEY"); env && *env) {
@@ -344,6 +342,18 @@ std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_a
   if (opt.max_http_workers <= 0) throw InputError("--max-http-workers must be positive");
 
   return setup;
+}
+
+}  // namespace
+
+std::optional<ServeSetup> parse_serve_args(const std::vector<std::string>& raw_args) {
+  ArgParser p = serve_arg_parser();
+  const ConfigFileFlags config = parse_with_config_file(p, normalize_args(p, raw_args), 1);
+  if (p.get_flag("--help")) {
+    std::cout << kUsage << engine_flags_usage();
+    return std::nullopt;
+  }
+  return config.explaining([&] { return serve_setup(p); });
 }
 
 int run_serve_command(const std::vector<std::string>& raw_args) {

@@ -12,6 +12,7 @@ namespace {
 constexpr FlagArity kBool = FlagArity::kBool;
 constexpr FlagArity kValue = FlagArity::kValue;
 constexpr FlagArity kValues = FlagArity::kValues;
+constexpr FlagArity kJson = FlagArity::kJson;
 
 // Reasons several flags share.
 constexpr const char* kLora = "serves LoRA adapters; gemmaserve has no LoRA support";
@@ -75,8 +76,6 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
               "starts several API server processes; gemmaserve serves HTTP from one process (1 is "
               "accepted)",
               {"1"}, {"-asc"}),
-      refused("--config", kValue,
-              "reads the flags from a YAML file; gemmaserve takes flags on the command line only"),
       refused("--grpc", kBool, "serves gRPC instead of HTTP; gemmaserve has the HTTP server only"),
       refused("--data-parallel-supervisor-port", kValue, kMultiPortLb),
       refused("--dp-supervisor-probe-interval-s", kValue, kMultiPortLb),
@@ -185,7 +184,7 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       refused("--revision", kValue, kRevision),
       refused("--code-revision", kValue, kRevision),
       refused("--tokenizer-revision", kValue, kRevision),
-      refused("--rope-scaling", kValue, kRope),
+      refused("--rope-scaling", kJson, kRope),
       refused("--rope-theta", kValue, kRope),
       hint("--enforce-eager", kBool,
            "turns off CUDA graphs and torch.compile; gemmaserve compiles no graphs, so it changes "
@@ -212,10 +211,10 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       refused("--hf-token", kValue,
               "the Hugging Face Hub token for downloads; gemmaserve loads local directories only "
               "(no Hugging Face Hub download)"),
-      refused("--hf-overrides", kValue,
+      refused("--hf-overrides", kJson,
               "overrides config.json fields; gemmaserve runs the checkpoint's config as it is"),
-      refused("--pooler-config", kValue, kPooling),
-      refused("--override-pooler-config", kValue, kPooling),
+      refused("--pooler-config", kJson, kPooling),
+      refused("--override-pooler-config", kJson, kPooling),
       refused("--logits-processor-pattern", kValue,
               "allows Python logits processors by name; gemmaserve runs no Python"),
       refused("--enable-sleep-mode", kBool,
@@ -239,7 +238,7 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
               "Hub download)"),
       refused("--safetensors-load-strategy", kValue,
               "chooses how safetensors files are read; gemmaserve always memory-maps them"),
-      refused("--model-loader-extra-config", kValue,
+      refused("--model-loader-extra-config", kJson,
               "options of the chosen weight loader; gemmaserve has one loader, without options"),
       refused("--ignore-patterns", kValues,
               "file patterns the loader skips; gemmaserve reads only the files it knows (config, "
@@ -282,7 +281,7 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
            "NCCL is a GPU library; gemmaserve's replicas synchronize inside one process, so it "
            "changes nothing"),
       refused("--enable-eplb", kBool, kEplb),
-      refused("--eplb-config", kValue, kEplb),
+      refused("--eplb-config", kJson, kEplb),
       refused("--expert-placement-strategy", kValue, kEplb),
       refused("--num-redundant-experts", kValue, kEplb),
       refused("--eplb-window-size", kValue, kEplb),
@@ -352,7 +351,7 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       refused("--lora-extra-vocab-size", kValue, kLora),
       refused("--lora-dtype", kValue, kLora),
       refused("--max-cpu-loras", kValue, kLora),
-      refused("--default-mm-loras", kValue, kLora),
+      refused("--default-mm-loras", kJson, kLora),
       refused("--fully-sharded-loras", kBool, kLora),
       refused("--show-hidden-metrics-for-version", kValue,
               "shows metrics hidden since a vLLM version; gemmaserve's /metrics hides none"),
@@ -382,15 +381,15 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
       hint("--cudagraph-capture-sizes", kValues, kCudaGraphs),
       hint("--cuda-graph-sizes", kValues, kCudaGraphs),
       hint("--max-cudagraph-capture-size", kValue, kCudaGraphs),
-      refused("--kv-transfer-config", kValue,
+      refused("--kv-transfer-config", kJson,
               "moves KV caches between instances (disaggregated prefill); gemmaserve has no KV "
               "transfer"),
-      refused("--kv-events-config", kValue, "publishes KV cache events; gemmaserve publishes none"),
-      hint("--compilation-config", kValue,
+      refused("--kv-events-config", kJson, "publishes KV cache events; gemmaserve publishes none"),
+      hint("--compilation-config", kJson,
            "torch.compile and CUDA graph settings; gemmaserve compiles nothing at run time, so it "
            "changes nothing",
            {"-O"}),
-      refused("--additional-config", kValue,
+      refused("--additional-config", kJson,
               "settings for platform plugins; gemmaserve has no plugins"),
       in_effect("--disable-log-stats", kBool,
                 "gemmaserve logs no periodic stats lines (/metrics has them)"),
@@ -403,10 +402,19 @@ const std::vector<VllmFlagRule>& vllm_flag_rules() {
 
 void declare_vllm_flag_rules(ArgParser& parser) {
   for (const VllmFlagRule& r : vllm_flag_rules()) {
-    if (r.arity == FlagArity::kBool) {
-      parser.flag(r.name, r.aliases);
-    } else {
-      parser.value(r.name, r.aliases);
+    switch (r.arity) {
+      case FlagArity::kBool:
+        parser.flag(r.name, r.aliases);
+        break;
+      case FlagArity::kValue:
+        parser.value(r.name, r.aliases);
+        break;
+      case FlagArity::kValues:
+        parser.list(r.name, r.aliases);
+        break;
+      case FlagArity::kJson:
+        parser.json(r.name, r.aliases);
+        break;
     }
   }
 }
@@ -428,18 +436,6 @@ void apply_vllm_flag_rules(const ArgParser& parser) {
     if (r.policy == FlagPolicy::kRefused) throw InputError(r.name + ": " + r.why);
     GS_LOG_WARNING << r.name << ": " << r.why;
   }
-}
-
-bool takes_several_values(const std::string& flag) {
-  for (const char* f : {"--served-model-name", "--allowed-media-domains", "--api-key"}) {
-    if (flag == f) return true;
-  }
-  for (const VllmFlagRule& r : vllm_flag_rules()) {
-    if (r.arity != FlagArity::kValues) continue;
-    if (flag == r.name) return true;
-    if (std::find(r.aliases.begin(), r.aliases.end(), flag) != r.aliases.end()) return true;
-  }
-  return false;
 }
 
 }  // namespace gemmaserve

@@ -11,7 +11,7 @@
 
 namespace gemmaserve {
 
-enum class FlagArity { kBool, kValue, kValues };  // kValues: vLLM's nargs="+" (or append)
+enum class FlagArity { kBool, kValue, kValues, kJson };  // kValues: vLLM's nargs="+" (or append)
 enum class FlagPolicy { kRefused, kHintWarning, kInEffect };
 
 struct VllmFlagRule {
@@ -33,8 +33,5 @@ void declare_vllm_flag_rules(ArgParser& parser);
 // For each rule's flag given: InputError "<flag>: <why>" (refused), one WARNING "<flag>: <why>"
 // (hint), nothing (in effect, or an accepted value).
 void apply_vllm_flag_rules(const ArgParser& parser);
-
-// True for the serve flags that take one or more values (vLLM's nargs="+" or append).
-bool takes_several_values(const std::string& flag);
 
 }  // namespace gemmaserve

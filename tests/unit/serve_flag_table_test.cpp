@@ -83,7 +83,15 @@ struct StartResult {
 
 StartResult parse_as_serve(const std::vector<std::string>& argv, const std::string& model) {
   std::vector<std::string> args = {model};
-  for (const std::string& a : argv) args.push_back(a == "MODEL" ? model : a);
+  for (const std::string& a : argv) {
+    if (a == "MODEL") {
+      args.push_back(model);
+    } else if (a.rfind("REPO/", 0) == 0) {  // a file of the repository, e.g. a --config
+      args.push_back((testing::source_dir() / a.substr(5)).string());
+    } else {
+      args.push_back(a);
+    }
+  }
   StartResult r;
   ::testing::internal::CaptureStderr();
   try {

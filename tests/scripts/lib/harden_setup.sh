@@ -1,6 +1,6 @@
-# Sourced by the connection-rule tests (server_disconnects / overload / shutdown.sh, issue 27):
-# needs BIN and ROOT; sources tiny_server.sh, makes TMP with a tiny model in $TMP/tiny (removed
-# on exit, with the server stopped) and sets CHECKS to the Python checks.
+# Sourced by the connection-rule tests (server_disconnects / overload / shutdown.sh, issue 27) and
+# serve_config_file.sh: needs BIN and ROOT; sources tiny_server.sh, makes TMP with a tiny model in
+# $TMP/tiny (removed on exit, with the server stopped) and sets CHECKS to the Python checks.
 # shellcheck source=tiny_server.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tiny_server.sh"
 # shellcheck source=skip.sh

@@ -16,15 +16,15 @@ make_tiny_model() {
 
 # start_tiny_server MODEL_DIR [serve flags...]: serves on port 0, waits (bounded) for /health and
 # sets BASE_URL; exits the test with the server's log when it dies or never answers. The server
-# runs under $SERVER_E2E_LAUNCHER when set (e.g. "mpirun -n 2", word-split).
+# runs under $SERVER_E2E_LAUNCHER when set (e.g. "mpirun -n 2", word-split). MODEL_DIR may be left
+# to a --config file's model: key.
 start_tiny_server() {
-  local model="$1" log="$TMP/server.log" port=""
-  shift
+  local log="$TMP/server.log" port=""
   # The log exists before the first poll: the background job opens it only when it gets to run,
   # and sed on a missing file would end the test (set -e) before the server ever started.
   : >"$log"
   # shellcheck disable=SC2086
-  ${SERVER_E2E_LAUNCHER:-} "$BIN" serve "$model" --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
+  ${SERVER_E2E_LAUNCHER:-} "$BIN" serve --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 600); do
     port="$(sed -n 's/.*Uvicorn running on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")"
