@@ -329,7 +329,7 @@ class LLM:
                 "format": "wav"}}`` or ``{"type": "audio_url", "audio_url": {"url": URL}}``
                 (data: or http(s) URLs), decoded and resampled as the server does; and, on a
                 model with vision, video: ``{"type": "video_url", "video_url": {"url": URL}}``
-                (data: or http(s) URLs of MP4/MOV, WebM/MKV, GIF or animated WebP, or
+                (data: or http(s) URLs of MP4/MOV, WebM/MKV, AVI, GIF or animated WebP, or
                 vLLM's ``data:video/jpeg;base64,F1,F2,...`` frame list), sampled with
                 ``LLM(media_io_kwargs=...)`` as the server samples.
             sampling_params: One for all conversations or one per conversation.

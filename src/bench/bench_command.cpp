@@ -10,6 +10,7 @@
 #include "bench/bench_serve.h"
 #include "bench/bench_structured.h"
 #include "bench/bench_tokenizer_load.h"
+#include "bench/bench_video.h"
 #include "core/error.h"
 
 namespace gemmaserve {
@@ -34,10 +35,11 @@ int run_bench_command(const std::vector<std::string>& args) {
   if (mode == "structured") return run_bench_structured(rest);
   if (mode == "image") return run_bench_image(rest);
   if (mode == "audio") return run_bench_audio(rest);
+  if (mode == "video") return run_bench_video(rest);
   if (mode != "throughput" && mode != "latency") {
     throw InputError("bench: unknown benchmark '" + mode +
                      "' (expected throughput, latency, serve, membw, peak, matmul, attention, "
-                     "tokenizer-load, structured, image, audio, quality or quant-kernel)");
+                     "tokenizer-load, structured, image, audio, video, quality or quant-kernel)");
   }
   return run_bench_throughput_latency(mode, rest);
 }

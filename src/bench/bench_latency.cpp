@@ -46,6 +46,7 @@ constexpr const char* kUsage =
     "       gemmaserve bench structured TOKENIZER [--schema FILE] [--tokens N] [--batch-size N]\n"
     "       gemmaserve bench image [MODEL_DIR] [--tower e2b] [--image-size N] [--budgets LIST]\n"
     "       gemmaserve bench audio [--model DIR | --preset e2b] [--seconds S] [--runs N]\n"
+    "       gemmaserve bench video [--model DIR | --preset e2b] --tokenizer PATH [--seconds S]\n"
     "Random token prompts (seeded by --seed), ignore_eos, temperature 1, as vLLM's benchmarks.\n"
     "throughput submits every prompt at once (the batch is --max-num-seqs); latency times\n"
     "--num-iters generate calls of --batch-size prompts each, plus as many prefill-only calls\n"

@@ -18,6 +18,8 @@
 #include "gemmaserve/llm.h"
 #include "io/audio/audio_decode.h"
 #include "io/image/image_decode.h"
+#include "io/video/video_decode.h"
+#include "server/shared/chat_video.h"
 
 namespace gemmaserve {
 namespace {
@@ -36,6 +38,11 @@ constexpr const char* kUsage =
     "  resampled to 16 kHz) goes to the next bare <|audio|> token of the prompts, in order;\n"
     "  each becomes <|audio> + N x <|audio|> + <audio|> (N: one per 40 ms, 750 at most: the\n"
     "  model hears the first 30 s); the model needs an audio tower (E2B, E4B) or embedder (12B)\n"
+    "videos (repeatable): --video FILE (MP4/MOV, WebM/MKV, animated GIF or WebP) goes to the\n"
+    "  next bare <|video|> token, in order; its frames are sampled as the server samples them\n"
+    "  (--media-io-kwargs '{\"video\": {\"num_frames\": 32}}', the default) and each becomes\n"
+    "  'mm:ss' + <|image> + N x <|video|> + <image|> at 70 soft tokens; the timestamps need a\n"
+    "  tokenizer (the checkpoint's or --tokenizer) and the frames a vision tower\n"
     "output: text per completion, or one JSON object per completion with --json\n";
 
 nlohmann::json logprobs_json(const TokenLogprobs& lp) {
@@ -99,6 +106,16 @@ PromptAudio read_audio_file(const std::string& path) {
   }
 }
 
+// The sampled frames of a --video file, decoded as the server decodes a video_url part.
+PromptVideo read_video_file(const std::string& path, const VideoLoadOptions& options) {
+  const std::vector<std::uint8_t> bytes = read_media_file("--video", path);
+  try {
+    return prompt_video_of(video::decode_video(bytes, options.sampling, options.limits));
+  } catch (const InputError& e) {
+    throw InputError("--video " + path + ": " + e.what());
+  }
+}
+
 // One modality's files and where they go: Prompt::*field, one per bare `token` of the prompts.
 template <typename Item>
 struct MediaFlag {
@@ -131,19 +148,28 @@ void deal_media(MediaFlag<Item> media, const std::vector<std::vector<int32_t>>& 
   }
 }
 
-void attach_media(LLM& llm, std::vector<PromptImage> images, std::vector<PromptAudio> audios,
-                  std::vector<Prompt>* prompts) {
-  if (images.empty() && audios.empty()) return;
+// Each modality's files, in flag order.
+struct MediaFiles {
+  std::vector<PromptImage> images;
+  std::vector<PromptAudio> audios;
+  std::vector<PromptVideo> videos;
+};
+
+void attach_media(LLM& llm, MediaFiles files, std::vector<Prompt>* prompts) {
+  if (files.images.empty() && files.audios.empty() && files.videos.empty()) return;
   std::vector<std::vector<int32_t>> ids;
   for (const Prompt& prompt : *prompts) {
     ids.push_back(prompt.text ? llm.engine().encode_prompt(*prompt.text) : prompt.token_ids);
   }
   const ModelConfig& config = llm.engine().model_config();
   deal_media<PromptImage>({"--image", "image(s)", "<|image|>", config.image_token_id,
-                           &Prompt::images, std::move(images)},
+                           &Prompt::images, std::move(files.images)},
                           ids, prompts);
   deal_media<PromptAudio>({"--audio", "audio clip(s)", "<|audio|>", config.audio_token_id,
-                           &Prompt::audios, std::move(audios)},
+                           &Prompt::audios, std::move(files.audios)},
+                          ids, prompts);
+  deal_media<PromptVideo>({"--video", "video(s)", "<|video|>", config.video_token_id,
+                           &Prompt::videos, std::move(files.videos)},
                           ids, prompts);
 }
 
@@ -168,12 +194,17 @@ int run_generate(const ArgParser& p) {
   for (const auto& s : p.all("--stop-token-ids")) {
     for (int id : parse_int_list(s, "--stop-token-ids")) stop_ids.push_back(id);
   }
-  std::vector<PromptImage> images;
-  for (const auto& path : p.all("--image")) images.push_back(read_image_file(path));
-  std::vector<PromptAudio> audios;
-  for (const auto& path : p.all("--audio")) audios.push_back(read_audio_file(path));
+  MediaFiles files;
+  for (const auto& path : p.all("--image")) files.images.push_back(read_image_file(path));
+  for (const auto& path : p.all("--audio")) files.audios.push_back(read_audio_file(path));
+  // The server's loader settings, with the media room's default video size cap (vLLM's LLM's).
+  const VideoLoadOptions video_options =
+      engine_video_load_options(ea, media::MediaConnectorOptions{});
+  for (const auto& path : p.all("--video")) {
+    files.videos.push_back(read_video_file(path, video_options));
+  }
   LLM llm(ea);
-  attach_media(llm, std::move(images), std::move(audios), &prompts);
+  attach_media(llm, std::move(files), &prompts);
 
   SamplingParams sp = llm.default_sampling_params();
   sp.n = p.get_int("--n", sp.n);
@@ -220,7 +251,7 @@ int run_generate(const ArgParser& p) {
               << st.prefix_cache_queries << " tokens, " << st.preemptions << " preemptions"
               << (st.images_encoded + st.mm_cache_hits > 0
                       ? ", " + std::to_string(st.images_encoded) +
-                            " images and audio clips encoded in " +
+                            " images, audio clips and video frames encoded in " +
                             std::to_string(st.encoder_seconds) + " s, encoder cache hits " +
                             std::to_string(st.mm_cache_hits) + "/" +
                             std::to_string(st.mm_cache_queries)
@@ -237,7 +268,7 @@ int run_generate_command(const std::vector<std::string>& args) {
   p.value("--n").value("--temperature").value("--top-p").value("--top-k").value("--min-p");
   p.value("--presence-penalty").value("--frequency-penalty").value("--repetition-penalty");
   p.value("--logprobs").value("--prompt-logprobs").list("--stop").list("--stop-token-ids");
-  p.list("--image").list("--audio");
+  p.list("--image").list("--audio").list("--video");
   p.flag("--ignore-eos").flag("--json").flag("--help", {"-h"}).flag("--skip-special-tokens");
   const ConfigFileFlags config = parse_with_config_file(p, args, 1);
   if (p.get_flag("--help")) {

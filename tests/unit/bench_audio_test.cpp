@@ -43,26 +43,22 @@ TEST(BenchAudio, ReportsEncodeRunsAndDecodeGaps) {
 }
 
 TEST(BenchAudio, BadFlagsSayWhy) {
-  const std::string bench = cli_binary().string() + " bench audio ";
-  for (const auto& [flags, message] : {
-           std::pair<std::string, std::string>{"--runs 0", "--runs must be positive, got 0"},
-           {"--preset tiny", "--preset tiny: no audio tower (e2b and e4b have one)"},
-           {"--preset 7b", "unknown preset '7b'"},
-           {"--seconds 31", "--seconds must be in (0, 30]"},
-           {"--model " + audio_fixture() + " --preset e2b", "--model and --preset: give one"},
-           {"--model " + audio_fixture() + " --tensor-parallel-size 2",
-            "bench audio runs one engine"},
-           {"--model " + (source_dir() / "tests/data/golden/models/vision").string() +
-                " --kv-cache-memory 64M",
-            "has no audio tower (audio_config)"},
-       }) {
-    const auto r = run_command(bench + flags + " 2>&1");
-    EXPECT_NE(r.exit_code, 0) << flags;
-    EXPECT_NE(r.out.find(message), std::string::npos) << flags << "\n" << r.out;
-  }
-  const auto help = run_command(bench + "--help");
-  EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("usage: gemmaserve bench audio"), std::string::npos) << help.out;
+  const std::string bench = cli_binary().string() + " bench audio";
+  expect_flag_errors(
+      bench,
+      {
+          {"--runs 0", "--runs must be positive, got 0"},
+          {"--preset tiny", "--preset tiny: no audio tower (e2b and e4b have one)"},
+          {"--preset 7b", "unknown preset '7b'"},
+          {"--seconds 31", "--seconds must be in (0, 30]"},
+          {"--model " + audio_fixture() + " --preset e2b", "--model and --preset: give one"},
+          {"--model " + audio_fixture() + " --tensor-parallel-size 2",
+           "bench audio runs one engine"},
+          {"--model " + (source_dir() / "tests/data/golden/models/vision").string() +
+               " --kv-cache-memory 64M",
+           "has no audio tower (audio_config)"},
+      },
+      "usage: gemmaserve bench audio");
 }
 
 // The clip is the same on every run: 16 kHz, in (-1, 1), not silent.

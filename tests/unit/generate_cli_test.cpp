@@ -1,13 +1,20 @@
 // `gemmaserve generate` end to end: the real binary on the golden tiny checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
+#include "gemmaserve/llm.h"
+#include "io/video/video_decode.h"
+#include "server/shared/chat_video.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
+#include "video_test_clips.h"
 
 namespace gemmaserve {
 namespace {
@@ -363,6 +370,120 @@ TEST(GenerateCli, AudioFillsItsPlaceholdersAsTransformersDoes) {
                      "/blip_16k_mono_s16.wav");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("does not accept audio input"), std::string::npos) << r.out;
+}
+
+// Writes `bytes` to `path` and returns the path.
+std::string write_file(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  return path.string();
+}
+
+// --video goes to the next bare <|video|> of the prompts, in order, decoded and sampled as the
+// server decodes a video_url (--media-io-kwargs num_frames 4 here): the prompts and greedy tokens
+// are the offline API's for the same clips decoded in this process. On the vision fixture (with
+// the demo tokenizer for the timestamps) each 64x48 frame is 'mm:ss' + <|image> + 63 x <|video|>
+// + <image|>.
+TEST(GenerateCli, VideosFillTheirPlaceholdersAsTheServerDecodesThem) {
+  testing::TempDir dir;
+  testing::ClipSpec quick;  // 10 frames at 24 fps: frames 0, 3, 6, 9 sampled, all at 00:00
+  quick.frames = 10;
+  testing::ClipSpec slow;  // 6 frames at 2 fps: frames 0, 1, 3, 5 at 0, 0.5, 1.5 and 2.5 s
+  slow.frames = 6;
+  slow.rate_num = 2;
+  const std::vector<std::uint8_t> quick_bytes = testing::make_test_clip(quick);
+  const std::vector<std::uint8_t> slow_bytes = testing::make_test_clip(slow);
+  const std::string quick_path = write_file(dir.path() / "quick.mp4", quick_bytes);
+  const std::string slow_path = write_file(dir.path() / "slow.mp4", slow_bytes);
+  const std::string model = golden_model("vision").string();
+  const std::string tokenizer = (source_dir() / "models/gemma4-demo").string();
+  int code = -1;
+  const std::vector<json> out = generate(
+      model + " --tokenizer " + tokenizer +
+          " --prompt-ids 2,178,508,214 --prompt-ids 2,508,30,508 --video " + quick_path +
+          " --video " + slow_path + " --video " + quick_path +
+          " --media-io-kwargs '{\"video\": {\"num_frames\": 4}}' --max-tokens 4 --temperature 0"
+          " --ignore-eos --json",
+      &code);
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(out.size(), 2u);
+  const auto first = out[0]["prompt_token_ids"].get<std::vector<int>>();
+  EXPECT_EQ(std::count(first.begin(), first.end(), 505), 4);
+  EXPECT_EQ(std::count(first.begin(), first.end(), 508), 4 * 63);
+  EXPECT_EQ(std::vector<int>(first.begin(), first.begin() + 2), std::vector<int>({2, 178}));
+  EXPECT_EQ(first.back(), 214);
+  const auto second = out[1]["prompt_token_ids"].get<std::vector<int>>();
+  EXPECT_EQ(std::count(second.begin(), second.end(), 505), 8);
+
+  EngineArgs args;
+  args.model = model;
+  args.tokenizer = tokenizer;
+  args.kv_cache_memory_bytes = int64_t{64} << 20;
+  LLM llm(args);
+  // The slow clip's last two frames are a second apart: their timestamps are in the prompt.
+  for (const char* stamp : {" 00:01 ", " 00:02 "}) {
+    const std::vector<int32_t> ids = llm.tokenizer()->encode(stamp, false, false);
+    EXPECT_NE(std::search(second.begin(), second.end(), ids.begin(), ids.end()), second.end())
+        << stamp;
+  }
+  video::VideoSampling four;
+  four.num_frames = 4;
+  auto load = [&](const std::vector<std::uint8_t>& bytes) {
+    return prompt_video_of(video::decode_video(bytes, four));
+  };
+  std::vector<Prompt> prompts = {Prompt::from_ids({2, 178, 508, 214}),
+                                 Prompt::from_ids({2, 508, 30, 508})};
+  prompts[0].videos = {load(quick_bytes)};
+  prompts[1].videos = {load(slow_bytes), load(quick_bytes)};
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.max_tokens = 4;
+  greedy.ignore_eos = true;
+  const std::vector<RequestOutput> want = llm.generate(prompts, greedy);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i]["prompt_token_ids"], json(want[i].prompt_token_ids)) << "prompt " << i;
+    EXPECT_EQ(out[i]["token_ids"], json(want[i].outputs[0].token_ids)) << "prompt " << i;
+  }
+}
+
+TEST(GenerateCli, BadVideosGetClearErrors) {
+  testing::TempDir dir;
+  const std::vector<std::uint8_t> clip = testing::make_test_clip({});
+  const std::string path = write_file(dir.path() / "clip.mp4", clip);
+  const std::string half =
+      write_file(dir.path() / "half.mp4", {clip.begin(), clip.begin() + clip.size() / 2});
+  const std::string model = golden_model("vision").string();
+  const std::string flags = model + " --tokenizer " +
+                            (source_dir() / "models/gemma4-demo").string() +
+                            " --prompt-ids 2,178,508,214 --max-tokens 2 --video ";
+  auto r = generate_error(flags + (dir.path() / "missing.mp4").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out,
+            "error: --video " + (dir.path() / "missing.mp4").string() + ": cannot be read\n");
+  const std::string png = (source_dir() / "tests/data/images/gradient_16x16.png").string();
+  r = generate_error(flags + png);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "error: --video " + png +
+                       ": The file is not a video this server can read (expected MP4, MOV, WebM, "
+                       "MKV, AVI, GIF or WebP)\n");
+  r = generate_error(flags + half);
+  EXPECT_EQ(r.exit_code, 2);
+  // Where the mdat box would end depends on the encoder's output; the file's size does not.
+  const std::regex truncated("error: --video " + half +
+                             ": The video is truncated or corrupt: its 'mdat' box ends at byte "
+                             "[0-9]+ but the file has " +
+                             std::to_string(clip.size() / 2) + " bytes\n");
+  EXPECT_TRUE(std::regex_match(r.out, truncated)) << r.out;
+  r = generate_error(flags + path + " --video " + path);
+  EXPECT_EQ(r.out,
+            "error: --video: 2 video(s) given but the prompts hold only 1 <|video|> token(s)\n");
+  // Without a tokenizer the frames' timestamps have no text.
+  r = generate_error(model + " --prompt-ids 2,178,508,214 --video " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out,
+            "error: prompt 0: video input needs a tokenizer for its frames' timestamps, and " +
+                model + " has none (pass --tokenizer)\n");
 }
 
 }  // namespace

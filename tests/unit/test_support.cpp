@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +90,18 @@ Tokenizer pieces_tokenizer(std::vector<std::string> pieces, int specials) {
   spec.decoder = gemma_decoder();
   spec.bos_id = 0;
   return Tokenizer(std::move(spec));
+}
+
+void expect_flag_errors(const std::string& command, const std::vector<FlagError>& cases,
+                        const std::string& usage) {
+  for (const FlagError& c : cases) {
+    const CommandResult r = run_command(command + " " + c.flags + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << c.flags;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.flags << "\n" << r.out;
+  }
+  const CommandResult help = run_command(command + " --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find(usage), std::string::npos) << help.out;
 }
 
 }  // namespace gemmaserve::testing

@@ -48,6 +48,15 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+// Runs `command` + each case's flags (stderr too): each must fail with output holding its
+// message; then `command --help` must succeed and print `usage`.
+struct FlagError {
+  std::string flags;
+  std::string message;
+};
+void expect_flag_errors(const std::string& command, const std::vector<FlagError>& cases,
+                        const std::string& usage);
+
 // A Gemma-style BPE tokenizer without merges for sampler tests: `pieces` as ids 0.., the first
 // `specials` of them special added tokens (the first is also BOS), then the 256 byte-fallback
 // tokens <0x00>..<0xFF>.
