@@ -72,7 +72,7 @@ class ConfigFileReader {
     }
     std::map<std::string, int> first_line;  // canonical flag -> line, for duplicates
     for (auto it = root.begin(); it != root.end(); ++it) {
-      const YAML::Node& key = it->first;
+      const YAML::Node key = it->first;  // a copy: the iterator's pair is a temporary
       const int line = line_of(key);
       if (!key.IsScalar()) throw error(line, "a key must be a flag name, got " + shape_of(key));
       if (auto [seen, inserted] = first_line.emplace(setting_key(key.Scalar()), line); !inserted) {
@@ -202,7 +202,7 @@ class ConfigFileReader {
     ordered_json object = ordered_json::object();
     std::map<std::string, int> first_line;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+      const YAML::Node key = it->first;  // a copy: the iterator's pair is a temporary
       if (!key.IsScalar() && !key.IsNull()) {
         throw error(line_of(key), "a key of '" + where + "' must be text, got " + shape_of(key));
       }
