@@ -198,7 +198,9 @@ class Engine {
   // number, a bad budget, no tokenizer for the timestamps.
   std::vector<int32_t> video_frame_ids(const PromptVideo& video) const;
   // The frames of `video` as the images the vision path encodes (the video's budget each).
-  static std::vector<PromptImage> video_frames_as_images(const PromptVideo& video);
+  static std::vector<PromptImage> video_frames_as_images(PromptVideo video);
+  // InputError "This model does not accept video input: ..." without a vision path.
+  void check_accepts_video() const;
   // expand_media_placeholders without videos.
   ExpandedPrompt expand_image_and_audio(std::span<const int32_t> ids,
                                         std::span<const PromptImage> images,
@@ -212,6 +214,8 @@ class Engine {
   bool has_audio() const;
   // Soft tokens `image` becomes at its budget (its max_soft_tokens, else the engine's).
   int image_soft_tokens(const PromptImage& image) const;
+  // Soft tokens of a width x height picture at `max_soft_tokens` (validated) on this model.
+  int soft_tokens_at(int width, int height, int max_soft_tokens) const;
   // The budget of images that bring none: --mm-processor-kwargs max_soft_tokens, else the
   // checkpoint's processor config, else 280.
   int default_max_soft_tokens() const { return image_processor_.max_soft_tokens; }

@@ -80,12 +80,15 @@ int Engine::image_soft_tokens(const PromptImage& image) const {
     throw InputError("This model does not accept image input: " + args_.model +
                      " has no vision encoder.");
   }
-  const int max_soft_tokens = image.max_soft_tokens.value_or(image_processor_.max_soft_tokens);
+  return soft_tokens_at(image.rgb.width, image.rgb.height,
+                        image.max_soft_tokens.value_or(image_processor_.max_soft_tokens));
+}
+
+int Engine::soft_tokens_at(int width, int height, int max_soft_tokens) const {
   validate_gemma4_max_soft_tokens(max_soft_tokens);
   const ModelConfig& c = model_->config();
   const int table = c.vision ? c.vision->position_embedding_size : c.unified_vision->mm_posemb_size;
-  return gemma4_image_soft_tokens(image_processor_options(max_soft_tokens), table, image.rgb.width,
-                                  image.rgb.height);
+  return gemma4_image_soft_tokens(image_processor_options(max_soft_tokens), table, width, height);
 }
 
 ExpandedPrompt Engine::expand_image_placeholders(std::span<const int32_t> ids,
@@ -172,20 +175,24 @@ std::pair<int64_t, int64_t> python_minutes_seconds(double t) {
 
 }  // namespace
 
-std::vector<PromptImage> Engine::video_frames_as_images(const PromptVideo& video) {
+std::vector<PromptImage> Engine::video_frames_as_images(PromptVideo video) {
   const int budget = video.max_soft_tokens.value_or(PromptVideo::kDefaultMaxSoftTokens);
   std::vector<PromptImage> frames;
   frames.reserve(video.frames.size());
-  for (const image::RgbImage& f : video.frames) frames.push_back(PromptImage{f, budget});
+  for (image::RgbImage& f : video.frames) frames.push_back(PromptImage{std::move(f), budget});
   return frames;
+}
+
+void Engine::check_accepts_video() const {
+  if (!has_vision() || !model_->config().video_token_id) {
+    throw InputError("This model does not accept video input: " + args_.model +
+                     " has no vision encoder.");
+  }
 }
 
 std::vector<int32_t> Engine::video_frame_ids(const PromptVideo& video) const {
   const ModelConfig& c = model_->config();
-  if (!has_vision() || !c.video_token_id) {
-    throw InputError("This model does not accept video input: " + args_.model +
-                     " has no vision encoder.");
-  }
+  check_accepts_video();
   if (video.frames.empty()) throw InputError("a video must hold at least one frame");
   if (video.timestamps.size() != video.frames.size()) {
     throw InputError("a video has " + std::to_string(video.frames.size()) + " frames but " +
@@ -195,9 +202,9 @@ std::vector<int32_t> Engine::video_frame_ids(const PromptVideo& video) const {
     throw InputError("video input needs a tokenizer for its frames' timestamps, and " +
                      args_.model + " has none (pass --tokenizer)");
   }
+  const int budget = video.max_soft_tokens.value_or(PromptVideo::kDefaultMaxSoftTokens);
   std::vector<int32_t> ids;
-  const std::vector<PromptImage> frames = video_frames_as_images(video);
-  for (size_t i = 0; i < frames.size(); ++i) {
+  for (size_t i = 0; i < video.frames.size(); ++i) {
     const double t = video.timestamps[i];
     if (!std::isfinite(t) || t < 0 || t > 1e9) {
       throw InputError("a video frame's timestamp must be a non-negative number of seconds");
@@ -210,7 +217,9 @@ std::vector<int32_t> Engine::video_frame_ids(const PromptVideo& video) const {
                                                          /*parse_special=*/false);
     ids.insert(ids.end(), text.begin(), text.end());
     ids.push_back(c.boi_token_id.value_or(-1));
-    ids.insert(ids.end(), static_cast<size_t>(image_soft_tokens(frames[i])), *c.video_token_id);
+    const image::RgbImage& frame = video.frames[i];
+    ids.insert(ids.end(), static_cast<size_t>(soft_tokens_at(frame.width, frame.height, budget)),
+               *c.video_token_id);
     ids.push_back(c.eoi_token_id.value_or(-1));
   }
   return ids;
@@ -224,7 +233,7 @@ ExpandedPrompt Engine::expand_media_placeholders(std::span<const int32_t> ids,
   const int32_t video_token = config.video_token_id.value_or(-1);
   const bool any_video_token = std::find(ids.begin(), ids.end(), video_token) != ids.end();
   if (videos.empty() && !any_video_token) return expand_image_and_audio(ids, images, audios);
-  if (!videos.empty()) video_frame_ids(videos.front());  // the model's refusal comes first
+  if (!videos.empty()) check_accepts_video();  // the model's refusal comes first
   check_video_limit(args_.limit_mm_per_prompt, videos.size());
   std::vector<std::vector<int32_t>> layouts;
   for (const PromptVideo& v : videos) layouts.push_back(video_frame_ids(v));
@@ -305,8 +314,8 @@ std::vector<Engine::RequestMedia> Engine::prepare_prompt(EngineRequest& r) const
   }
   r.audios = std::move(pieces);
   std::vector<PromptImage> frames;  // every video's frames, in order: images at the video budget
-  for (const PromptVideo& v : r.videos) {
-    std::vector<PromptImage> f = video_frames_as_images(v);
+  for (PromptVideo& v : r.videos) {
+    std::vector<PromptImage> f = video_frames_as_images(std::move(v));
     std::move(f.begin(), f.end(), std::back_inserter(frames));
   }
   r.videos.clear();
